@@ -1,0 +1,68 @@
+"""DPR's answer matching, reproduced exactly (``dpr/data/qa_validation.py`` and DrQA's
+``SimpleTokenizer``): a passage "has the answer" when the NFD-normalised, lower-cased token
+sequence of some answer occurs in the passage's token sequence. CuratedTREC's answers are
+regular expressions and use ``match_type="regex"``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+import regex
+
+# As DrQA's SimpleTokenizer: runs of letters/numbers/marks, or any other non-space character.
+_ALPHA_NUM = r"[\p{L}\p{N}\p{M}]+"
+_NON_WS = r"[^\p{Z}\p{C}]"
+_TOKEN_RE = regex.compile(f"({_ALPHA_NUM})|({_NON_WS})", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+
+MATCH_TYPES = ("string", "regex")
+
+
+def _normalize(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased SimpleTokenizer tokens of NFD-normalised ``text`` (DPR's ``words(uncased=True)``)."""
+    return [m.group().lower() for m in _TOKEN_RE.finditer(_normalize(text))]
+
+
+@lru_cache(maxsize=65536)
+def _answer_tokens(answer: str) -> tuple[str, ...]:
+    return tuple(tokens(answer))
+
+
+@lru_cache(maxsize=4096)
+def _compile(pattern: str):
+    try:
+        return regex.compile(_normalize(pattern), flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+    except regex.error:
+        return None  # as DPR: an answer that is not a valid regex never matches
+
+
+def has_answer(answers: list[str], text: str, match_type: str = "string") -> bool:
+    """True when ``text`` contains one of ``answers`` under DPR's matching rules."""
+    if match_type == "string":
+        words = tokens(text)
+        for answer in answers:
+            ans = _answer_tokens(answer)
+            n = len(ans)
+            for i in range(0, len(words) - n + 1):
+                if tuple(words[i : i + n]) == ans:
+                    return True
+        return False
+    if match_type == "regex":
+        norm = _normalize(text)
+        for answer in answers:
+            pattern = _compile(answer)
+            if pattern is not None and pattern.search(norm) is not None:
+                return True
+        return False
+    raise ValueError(f"match_type must be one of {MATCH_TYPES}, not {match_type!r}")
+
+
+def has_answer_passage(answers: list[str], title: str, text: str, match_type: str = "string") -> bool:
+    """DPR checks the passage text only (not its title)."""
+    del title
+    return has_answer(answers, text, match_type)
