@@ -1,0 +1,25 @@
+# dcsr: DPR / DCSR dense retrieval, from corpus to paper tables.
+# Read the pipeline from the includes below, one file per stage, in data-flow order.
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/sentences.smk"
+include: "rules/bm25.smk"
+include: "rules/train.smk"
+include: "rules/embed.smk"
+include: "rules/search.smk"
+include: "rules/evaluate.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    input:
+        final_outputs(),
+    default_target: True

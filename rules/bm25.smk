@@ -1,0 +1,68 @@
+# BM25 with Anserini (the jar that the pyserini wheel ships): index the corpus, mine hard
+# negatives for training questions as DPR did, and retrieve for the test questions.
+
+
+rule index_bm25:
+    input:
+        corpus=lambda wc: corpus_tsv(wc.corpus),
+    output:
+        directory(BM25_INDEX),
+    log:
+        "logs/index_bm25/{corpus}.log",
+    benchmark:
+        R + "/benchmarks/index_bm25/{corpus}.tsv"
+    params:
+        script=f"{SCRIPTS}/index_bm25.py",
+    threads: config["bm25"].get("threads", 1)
+    resources:
+        mem_mb=resources_for("index_bm25", "mem_mb"),
+        runtime=resources_for("index_bm25", "runtime"),
+    shell:
+        "{PYTHON} {params.script} --corpus {input.corpus} --index {output} --threads {threads} 2> {log}"
+
+
+rule mine_bm25_negatives:
+    input:
+        train=lambda wc: dataset_file(wc.dataset, "train"),
+        corpus=lambda wc: corpus_tsv(corpus_of(wc.dataset)),
+        index=lambda wc: BM25_INDEX.format(corpus=corpus_of(wc.dataset)),
+    output:
+        MINED_TRAIN,
+    log:
+        "logs/mine_bm25_negatives/{dataset}.log",
+    benchmark:
+        R + "/benchmarks/mine_bm25_negatives/{dataset}.tsv"
+    params:
+        script=f"{SCRIPTS}/mine_bm25_negatives.py",
+        negatives=config["bm25"].get("negatives", 1),
+        depth=config["bm25"].get("depth", 100),
+    threads: config["bm25"].get("threads", 1)
+    resources:
+        mem_mb=resources_for("mine_bm25_negatives", "mem_mb"),
+        runtime=resources_for("mine_bm25_negatives", "runtime"),
+    shell:
+        "{PYTHON} {params.script} --train {input.train} --corpus {input.corpus} --index {input.index}"
+        " --output {output} --negatives {params.negatives} --depth {params.depth}"
+        " --threads {threads} 2> {log}"
+
+
+rule search_bm25:
+    input:
+        index=BM25_INDEX,
+        questions=lambda wc: dataset_file(wc.dataset, "test"),
+    output:
+        RUN.replace("{qmodel}/{pmodel}", "bm25/bm25"),
+    log:
+        "logs/search_bm25/{corpus}/{dataset}.log",
+    benchmark:
+        R + "/benchmarks/search_bm25/{corpus}/{dataset}.tsv"
+    params:
+        script=f"{SCRIPTS}/search_bm25.py",
+        k=config["bm25"].get("k", 100),
+    threads: config["bm25"].get("threads", 1)
+    resources:
+        mem_mb=resources_for("search_bm25", "mem_mb"),
+        runtime=resources_for("search_bm25", "runtime"),
+    shell:
+        "{PYTHON} {params.script} --index {input.index} --questions {input.questions}"
+        " --output {output} --k {params.k} --threads {threads} 2> {log}"

@@ -1,0 +1,161 @@
+# Config validation, the one definition of every path pattern, and the input functions
+# that turn the config into file lists.
+import json
+import re
+import shlex
+import sys
+
+from snakemake.utils import validate
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from dcsr.config import check_config  # noqa: E402
+from dcsr.errors import InputError  # noqa: E402
+
+
+validate(config, schema="../config/schema.yaml")
+try:
+    check_config(config)
+except InputError as e:
+    raise WorkflowError(str(e))
+
+R = config["results"]
+SCRIPTS = str(Path(workflow.basedir) / "workflow" / "scripts")
+PYTHON = "python"
+
+
+wildcard_constraints:
+    corpus=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    qmodel=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    pmodel=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    shard=r"\d+",
+    table=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+# ------------------------------------------------------------------ path patterns
+CORPUS_TSV = R + "/data/{corpus}/psgs_w100.tsv"
+GENERATED_TRAIN = R + "/data/{corpus}/{dataset}-train.json"
+GENERATED_DEV = R + "/data/{corpus}/{dataset}-dev.json"
+GENERATED_TEST = R + "/data/{corpus}/{dataset}-test.qa.csv"
+SENTENCES = R + "/sentences/{corpus}/sentences.tsv"
+BM25_INDEX = R + "/bm25/{corpus}/index"
+MINED_TRAIN = R + "/bm25/negatives/{dataset}-train.json"
+MODEL_DIR = R + "/models/{model}"
+CHECKPOINT_DIR = R + "/checkpoints/{model}"
+QUERY_VECTORS = R + "/queries/{qmodel}/{dataset}.npy"
+SHARD_VECTORS = R + "/embeddings/{corpus}/{pmodel}/shard-{shard}.npy"
+SHARD_IDS = R + "/embeddings/{corpus}/{pmodel}/shard-{shard}.ids.npy"
+SHARD_INDEX = R + "/index/{corpus}/{pmodel}/shard-{shard}.faiss"
+SHARD_HITS = R + "/runs/{corpus}/{qmodel}/{pmodel}/{dataset}/shard-{shard}.npz"
+# BM25 is the (question, passage) "encoder pair" (bm25, bm25), so every retriever's run,
+# metrics and table row share one path shape.
+RUN = R + "/runs/{corpus}/{qmodel}/{pmodel}/{dataset}.trec"
+METRICS = R + "/metrics/{corpus}/{qmodel}/{pmodel}/{dataset}.json"
+QUESTION_RESULTS = R + "/metrics/{corpus}/{qmodel}/{pmodel}/{dataset}.questions.jsonl"
+TABLE_CSV = R + "/tables/{table}.csv"
+TABLE_MD = R + "/tables/{table}.md"
+
+
+def log_path(rule_name, name):
+    return f"logs/{rule_name}/{name}.log"
+
+
+def bench_path(rule_name, name):
+    return f"{R}/benchmarks/{rule_name}/{name}.tsv"
+
+
+# ------------------------------------------------------------------ config lookups
+def dataset_cfg(dataset):
+    return config["datasets"][dataset]
+
+
+def corpus_of(dataset):
+    return dataset_cfg(dataset)["corpus"]
+
+
+def corpus_tsv(corpus):
+    c = config["corpora"][corpus]
+    return c["path"] if "path" in c else CORPUS_TSV.format(corpus=corpus)
+
+
+def generated_datasets(corpus):
+    return [d for d, ds in config["datasets"].items() if ds["corpus"] == corpus and "generated" in ds]
+
+
+def dataset_file(dataset, split):
+    """The DPR file of a dataset split: train/dev biencoder JSON or the test qas TSV."""
+    ds = dataset_cfg(dataset)
+    if "files" in ds:
+        return ds["files"][split]
+    pattern = {"train": GENERATED_TRAIN, "dev": GENERATED_DEV, "test": GENERATED_TEST}[split]
+    return pattern.format(corpus=ds["corpus"], dataset=dataset)
+
+
+def training_file(dataset):
+    """Training set as the trainer reads it: with BM25 hard negatives mined, if configured."""
+    if config["bm25"].get("mine_negatives", True):
+        return MINED_TRAIN.format(dataset=dataset)
+    return dataset_file(dataset, "train")
+
+
+def trained_models():
+    return [m for m, mc in config["models"].items() if "train_on" in mc]
+
+
+def untrained_models():
+    return [m for m, mc in config["models"].items() if "train_on" not in mc]
+
+
+def one_of(names):
+    """A wildcard regex matching exactly one of ``names`` (never matches when empty)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def train_settings(model):
+    settings = dict(config["train"])
+    settings.update(config["models"][model].get("train", {}))
+    settings.pop("gpus", None)
+    return settings
+
+
+def model_gpus(model):
+    return int({**config["train"], **config["models"][model].get("train", {})}.get("gpus", 0))
+
+
+def resources_for(rule_name, key, default=None):
+    res = {**config.get("resources", {}).get("default", {}), **config.get("resources", {}).get(rule_name, {})}
+    return res.get(key, default)
+
+
+def shards():
+    return range(int(config["embed"]["shards"]))
+
+
+def match_type(dataset):
+    return dataset_cfg(dataset).get("match", "string")
+
+
+# ------------------------------------------------------------------ targets
+def table_runs(table):
+    """(corpus, qmodel, pmodel, dataset) of every cell of a table."""
+    t = config["tables"][table]
+    out = []
+    for ds in t["test_sets"]:
+        for row in t["rows"]:
+            q, p = ("bm25", "bm25") if row.get("retriever") == "bm25" else (row["question"], row["passage"])
+            out.append((corpus_of(ds), q, p, ds))
+    return out
+
+
+def table_metrics(table):
+    return [METRICS.format(corpus=c, qmodel=q, pmodel=p, dataset=d) for c, q, p, d in table_runs(table)]
+
+
+def final_outputs():
+    out = []
+    for table in config["tables"]:
+        out += [TABLE_CSV.format(table=table), TABLE_MD.format(table=table)]
+    for model in trained_models():
+        out.append(MODEL_DIR.format(model=model))
+    return out

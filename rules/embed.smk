@@ -1,0 +1,51 @@
+# Dense vectors: the corpus in independent shards (one job each) through a passage
+# encoder, and each test set's questions through a question encoder.
+
+
+rule embed_shard:
+    input:
+        model=MODEL_DIR.replace("{model}", "{pmodel}"),
+        corpus=lambda wc: corpus_tsv(wc.corpus),
+    output:
+        vectors=SHARD_VECTORS,
+        ids=SHARD_IDS,
+    log:
+        "logs/embed_shard/{corpus}/{pmodel}/{shard}.log",
+    benchmark:
+        R + "/benchmarks/embed_shard/{corpus}/{pmodel}/{shard}.tsv"
+    params:
+        script=f"{SCRIPTS}/embed_shard.py",
+        shards=config["embed"]["shards"],
+        batch_size=config["embed"]["batch_size"],
+        fp16="--fp16" if config["embed"].get("fp16") else "",
+    threads: 2
+    resources:
+        mem_mb=resources_for("embed_shard", "mem_mb"),
+        runtime=resources_for("embed_shard", "runtime"),
+        gpu=config["embed"].get("gpus", 0),
+    shell:
+        "{PYTHON} {params.script} --model {input.model} --corpus {input.corpus} --shard {wildcards.shard}"
+        " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16}"
+        " --vectors {output.vectors} --ids {output.ids} 2> {log}"
+
+
+rule embed_questions:
+    input:
+        model=MODEL_DIR.replace("{model}", "{qmodel}"),
+        questions=lambda wc: dataset_file(wc.dataset, "test"),
+    output:
+        QUERY_VECTORS,
+    log:
+        "logs/embed_questions/{qmodel}/{dataset}.log",
+    benchmark:
+        R + "/benchmarks/embed_questions/{qmodel}/{dataset}.tsv"
+    params:
+        script=f"{SCRIPTS}/embed_questions.py",
+    threads: 2
+    resources:
+        mem_mb=resources_for("embed_questions", "mem_mb"),
+        runtime=resources_for("embed_questions", "runtime"),
+        gpu=config["embed"].get("gpus", 0),
+    shell:
+        "{PYTHON} {params.script} --model {input.model} --questions {input.questions}"
+        " --vectors {output} 2> {log}"

@@ -1,0 +1,27 @@
+# Top-k answer recall of every run, with DPR's matching rules, per question kept.
+
+
+rule evaluate_topk:
+    input:
+        run=RUN,
+        questions=lambda wc: dataset_file(wc.dataset, "test"),
+        corpus=lambda wc: corpus_tsv(wc.corpus),
+    output:
+        metrics=METRICS,
+        questions=QUESTION_RESULTS,
+    log:
+        "logs/evaluate_topk/{corpus}/{qmodel}/{pmodel}/{dataset}.log",
+    benchmark:
+        R + "/benchmarks/evaluate_topk/{corpus}/{qmodel}/{pmodel}/{dataset}.tsv"
+    params:
+        script=f"{SCRIPTS}/evaluate_topk.py",
+        ks=",".join(str(k) for k in config["evaluate"]["ks"]),
+        match=lambda wc: match_type(wc.dataset),
+    threads: 1
+    resources:
+        mem_mb=resources_for("evaluate_topk", "mem_mb"),
+        runtime=resources_for("evaluate_topk", "runtime"),
+    shell:
+        "{PYTHON} {params.script} --run {input.run} --questions {input.questions} --corpus {input.corpus}"
+        " --metrics {output.metrics} --per-question {output.questions} --ks {params.ks}"
+        " --match {params.match} 2> {log}"

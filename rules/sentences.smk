@@ -1,0 +1,22 @@
+# Sentence splitting of the corpus (DCSR encodes one vector per sentence).
+
+
+rule split_sentences:
+    input:
+        corpus=lambda wc: corpus_tsv(wc.corpus),
+    output:
+        table=SENTENCES,
+        stats=R + "/sentences/{corpus}/stats.json",
+    log:
+        "logs/split_sentences/{corpus}.log",
+    benchmark:
+        R + "/benchmarks/split_sentences/{corpus}.tsv"
+    params:
+        script=f"{SCRIPTS}/split_sentences.py",
+    threads: 1
+    resources:
+        mem_mb=resources_for("split_sentences", "mem_mb"),
+        runtime=resources_for("split_sentences", "runtime"),
+    shell:
+        "{PYTHON} {params.script} --corpus {input.corpus} --output {output.table}"
+        " --stats {output.stats} 2> {log}"

@@ -1,0 +1,28 @@
+"""Shared plumbing of the workflow scripts: logging to stderr, and bad input reported as
+one ``error:`` line (exit status 2) instead of a traceback."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+
+from .errors import InputError
+
+
+def script(main):
+    """Decorate a script's ``main()``."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        try:
+            return main(*args, **kwargs)
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    return wrapper

@@ -1,0 +1,73 @@
+"""Top-k answer recall with DPR's semantics.
+
+A question counts as answered at k when one of its top-k retrieved passages has the
+answer under DPR's ``has_answer`` (token match; regex match for CuratedTREC). Questions the
+run does not mention count as misses, so a truncated run can only lower the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Sequence
+
+from .answers import has_answer
+from .errors import InputError
+from .formats import iter_qas, passage_texts
+from .fsutil import atomic_open
+from .runs import read_trec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KS = (1, 5, 20, 100)
+
+
+def first_hit_ranks(hits_has_answer: Sequence[Sequence[bool]]) -> list[int | None]:
+    """1-based rank of the first answer-bearing passage per question (None: no hit)."""
+    out: list[int | None] = []
+    for flags in hits_has_answer:
+        out.append(next((r for r, f in enumerate(flags, start=1) if f), None))
+    return out
+
+
+def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+    """Percentage of questions whose first hit is at rank <= k, for each k."""
+    n = len(ranks)
+    return {f"top{k}": (100.0 * sum(1 for r in ranks if r is not None and r <= k) / n if n else 0.0) for k in ks}
+
+
+def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
+                 out_metrics: str | os.PathLike, out_questions: str | os.PathLike | None = None,
+                 ks: Sequence[int] = DEFAULT_KS, match_type: str = "string") -> dict:
+    """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics."""
+    qas = list(iter_qas(qas_path))
+    run = read_trec(run_trec)
+    extra = sorted(q for q in run if not 0 <= q < len(qas))
+    if extra:
+        raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {len(qas)} questions")
+    depth = max(ks)
+    wanted = {pid for hits in run.values() for pid, _ in hits[:depth]}
+    texts = passage_texts(corpus_tsv, wanted)
+    missing = wanted - texts.keys()
+    if missing:
+        raise InputError(str(run_trec), f"retrieves passage {min(missing)}, which is not in {corpus_tsv}")
+    flags = []
+    for q, qa in enumerate(qas):
+        hits = run.get(q, [])[:depth]
+        flags.append([has_answer(qa.answers, texts[pid].text, match_type) for pid, _ in hits])
+    ranks = first_hit_ranks(flags)
+    metrics = {"questions": len(qas), "match": match_type, **topk_recall(ranks, ks)}
+    with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
+        json.dump(metrics, fh, indent=2)
+        fh.write("\n")
+    if out_questions is not None:
+        with atomic_open(out_questions, "w", encoding="utf-8") as fh:
+            for q, qa in enumerate(qas):
+                hits = run.get(q, [])[:depth]
+                fh.write(json.dumps({
+                    "qid": q, "question": qa.question, "answers": qa.answers, "first_hit": ranks[q],
+                    "hits": [pid for pid, _ in hits], "has_answer": flags[q],
+                }, ensure_ascii=False) + "\n")
+    log.info("%s: %s", run_trec, metrics)
+    return metrics

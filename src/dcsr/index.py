@@ -1,0 +1,132 @@
+"""FAISS indexes over vector shards, shard-by-shard search, and an exact top-k merge.
+
+Every shard gets its own index, built from any FAISS factory string (``Flat`` by default:
+exact inner product, as DPR). A search job loads ONE shard index and writes that shard's
+top-k hits per question; a merge job combines the shards' hits. Because each shard returns
+its own exact top-k, the merged top-k equals a search over all vectors at once, and no job
+ever holds more than one shard in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .errors import InputError
+from .fsutil import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def gpu_available() -> bool:
+    faiss = _faiss()
+    return hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0
+
+
+def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | None = None, seed: int = 0):
+    """A FAISS inner-product index over ``vectors`` ``[n, d]`` (float32 internally).
+
+    Factories that need training (IVF, PQ, ...) are trained on a seeded sample of at most
+    ``train_size`` vectors of the shard itself.
+    """
+    faiss = _faiss()
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    try:
+        index = faiss.index_factory(x.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise InputError("config: index.factory", f"FAISS cannot build {factory!r}: {str(e).splitlines()[-1]}")
+    if not index.is_trained:
+        sample = x
+        if train_size and len(x) > train_size:
+            rng = np.random.default_rng(seed)
+            sample = x[rng.choice(len(x), size=train_size, replace=False)]
+        index.train(sample)
+    index.add(x)
+    return index
+
+
+def write_index(index, path: str | os.PathLike) -> None:
+    faiss = _faiss()
+    with atomic_path(path, suffix=".faiss") as tmp:
+        faiss.write_index(index, str(tmp))
+
+
+def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto"):
+    faiss = _faiss()
+    index = faiss.read_index(str(path))
+    if (use_gpu == "auto" and gpu_available()) or use_gpu is True:
+        index = faiss.index_cpu_to_all_gpus(index)
+    return index
+
+
+def index_shard(vectors_npy: str | os.PathLike, out_index: str | os.PathLike, factory: str = "Flat",
+                train_size: int | None = None, seed: int = 0) -> dict:
+    vecs = np.load(vectors_npy, mmap_mode="r")
+    index = build_index(vecs, factory, train_size=train_size, seed=seed)
+    write_index(index, out_index)
+    return {"vectors": int(index.ntotal), "dim": int(vecs.shape[1]) if vecs.ndim == 2 else 0, "factory": factory}
+
+
+def search_shard(index_path: str | os.PathLike, ids_npy: str | os.PathLike, queries_npy: str | os.PathLike,
+                 out_npz: str | os.PathLike, k: int, use_gpu: bool | str = "auto", batch_size: int = 4096) -> dict:
+    """Top-``k`` of every query in one shard. Writes ``scores`` ``[Q, k]`` (float32) and
+    ``rows`` ``[Q, k]`` (int64 row ids of the shard's ids file; -1 where the shard has
+    fewer than ``k`` vectors)."""
+    index = read_index(index_path, use_gpu=use_gpu)
+    ids = np.load(ids_npy)
+    if index.ntotal != len(ids):
+        raise InputError(str(ids_npy), f"has {len(ids)} ids but the index {index_path} holds {index.ntotal} vectors")
+    q = np.ascontiguousarray(np.load(queries_npy), dtype=np.float32)
+    kk = min(k, max(int(index.ntotal), 1))
+    scores = np.full((len(q), k), -np.inf, dtype=np.float32)
+    rows = np.full((len(q), k), -1, dtype=np.int64)
+    for i in range(0, len(q), batch_size):
+        if index.ntotal == 0:
+            break
+        s, r = index.search(q[i : i + batch_size], kk)
+        scores[i : i + batch_size, :kk] = s
+        rows[i : i + batch_size, :kk] = r
+    hit_ids = np.where(rows >= 0, ids[np.clip(rows, 0, None)] if len(ids) else -1, -1)
+    with atomic_path(out_npz, suffix=".npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64))
+    return {"queries": int(len(q)), "k": k, "vectors": int(index.ntotal)}
+
+
+def merge_topk(shard_scores: Sequence[np.ndarray], shard_ids: Sequence[np.ndarray], k: int):
+    """Exact top-``k`` over shards: ``(scores [Q, k], ids [Q, k])``, best first.
+
+    Ties are broken by the smaller passage id, so the merged ranking does not depend on
+    how the corpus was sharded. Missing hits (id -1, score -inf) sort last.
+    """
+    scores = np.concatenate(shard_scores, axis=1)
+    ids = np.concatenate(shard_ids, axis=1)
+    # lexsort sorts by the last key first: score descending, then id ascending.
+    order = np.lexsort((ids, -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
+
+
+def merge_shard_hits(shard_npzs: Sequence[str | os.PathLike], k: int):
+    scores, ids = [], []
+    for path in shard_npzs:
+        with np.load(path) as z:
+            scores.append(z["scores"])
+            ids.append(z["ids"])
+    return merge_topk(scores, ids, k)
+
+
+def topk_to_run(scores: np.ndarray, ids: np.ndarray) -> dict[int, list[tuple[int, float]]]:
+    return {
+        q: [(int(i), float(s)) for i, s in zip(ids[q], scores[q]) if i >= 0]
+        for q in range(len(ids))
+    }

@@ -1,0 +1,94 @@
+"""Tables regenerated from ``results/`` metrics, with the papers' numbers beside ours.
+
+The papers' numbers live in one file (``config/paper_numbers.yaml``); a table row names the
+paper table, row and dataset it should be compared with. Every table is written as CSV
+(long format: one line per row x test set x metric, with ``ours`` and ``paper`` columns) and
+as Markdown for reading.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import yaml
+
+from .fsutil import atomic_open
+
+
+def load_paper_numbers(path: str | os.PathLike) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def paper_value(paper: dict, ref: dict | None, metric: str) -> float | None:
+    """The paper's number for ``metric`` under ``ref = {table, row, dataset}``, or None."""
+    if not ref:
+        return None
+    try:
+        return paper[ref["table"]]["rows"][ref["row"]][ref["dataset"]][metric]
+    except (KeyError, TypeError):
+        return None
+
+
+@dataclass
+class Row:
+    label: str  # e.g. "DPR (ours)"
+    test_set: str
+    metrics: dict  # e.g. {"top1": 40.1, ...}
+    paper_ref: dict | None = None  # {table, row, dataset}
+    extra: dict = field(default_factory=dict)
+
+
+def read_metrics(path: str | os.PathLike) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.1f}"
+    return str(v)
+
+
+def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: dict, out_csv, out_md,
+                          title: str, notes: Sequence[str] = ()) -> None:
+    """Write a retrieval table (CSV long format + Markdown)."""
+    sources = {}
+    with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions"])
+        for r in rows:
+            for m in metrics:
+                pv = paper_value(paper, r.paper_ref, m)
+                src = ""
+                if pv is not None:
+                    src = f"{paper[r.paper_ref['table']]['source']}: {r.paper_ref['row']} on {r.paper_ref['dataset']}"
+                    sources[(r.paper_ref["table"], r.paper_ref["row"], r.paper_ref["dataset"])] = src
+                ours = r.metrics.get(m)
+                w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
+                            "" if pv is None else pv, src, r.metrics.get("questions", "")])
+    paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
+    head = ["Retriever", "Test set", "Questions"] + [m.replace("top", "Top-") for m in metrics]
+    head += [f"paper {m.replace('top', 'Top-')}" for m in paper_metrics]
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.label, r.test_set, _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
+        cells += [_fmt(paper_value(paper, r.paper_ref, m)) for m in paper_metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if sources:
+        lines.append("Paper columns: the number the paper reports for the row/test set it is compared with:")
+        for src in sorted(set(sources.values())):
+            lines.append(f"- {src}")
+    else:
+        lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
+    for n in notes:
+        lines.append(f"- {n}")
+    with atomic_open(out_md, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")

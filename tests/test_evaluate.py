@@ -1,0 +1,26 @@
+import json
+
+from dcsr.evaluate import evaluate_run, first_hit_ranks, topk_recall
+from dcsr.formats import QA, Passage, write_corpus, write_qas
+from dcsr.runs import write_trec
+
+
+def test_topk_recall_by_hand():
+    ranks = first_hit_ranks([[False, True], [True], [False, False], []])
+    assert ranks == [2, 1, None, None]
+    assert topk_recall(ranks, ks=(1, 2)) == {"top1": 25.0, "top2": 50.0}
+
+
+def test_evaluate_run_end_to_end(tmp_path):
+    write_corpus(tmp_path / "c.tsv", [Passage(1, "Paris is the capital of France.", "Paris"),
+                                      Passage(2, "Berlin is in Germany.", "Berlin"),
+                                      Passage(3, "Nothing here.", "X")])
+    write_qas(tmp_path / "q.tsv", [QA("capital of France?", ["Paris"]), QA("where is Berlin?", ["Germany"]),
+                                   QA("unanswerable?", ["Mars"])])
+    write_trec(tmp_path / "r.trec", {0: [(3, 2.0), (1, 1.0)], 1: [(2, 5.0)]}, tag="t")
+    m = evaluate_run(tmp_path / "r.trec", tmp_path / "q.tsv", tmp_path / "c.tsv", tmp_path / "m.json",
+                     tmp_path / "per.jsonl", ks=(1, 2))
+    assert m["top1"] == 100 / 3 and m["top2"] == 200 / 3 and m["questions"] == 3
+    assert json.loads((tmp_path / "m.json").read_text()) == m
+    per = [json.loads(l) for l in (tmp_path / "per.jsonl").read_text().splitlines()]
+    assert [p["first_hit"] for p in per] == [2, 1, None]

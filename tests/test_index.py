@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+
+from dcsr.index import build_index, index_shard, merge_topk, search_shard, topk_to_run
+
+
+def _exact_topk(x, q, ids, k):
+    s = q @ x.T
+    out_s, out_i = [], []
+    for row in s:
+        order = sorted(range(len(row)), key=lambda j: (-row[j], ids[j]))[:k]
+        out_s.append(row[order])
+        out_i.append(ids[order])
+    return np.array(out_s), np.array(out_i)
+
+
+def test_sharded_search_merges_to_exact_topk(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(103, 16)).astype(np.float32)
+    ids = np.arange(1000, 1103, dtype=np.int64)
+    q = rng.normal(size=(7, 16)).astype(np.float32)
+    np.save(tmp_path / "q.npy", q)
+    shard_npz = []
+    for s in range(3):
+        rows = np.arange(len(x)) % 3 == s
+        np.save(tmp_path / f"v{s}.npy", x[rows])
+        np.save(tmp_path / f"i{s}.npy", ids[rows])
+        index_shard(tmp_path / f"v{s}.npy", tmp_path / f"s{s}.faiss")
+        search_shard(tmp_path / f"s{s}.faiss", tmp_path / f"i{s}.npy", tmp_path / "q.npy", tmp_path / f"h{s}.npz", k=10, use_gpu=False)
+        shard_npz.append(np.load(tmp_path / f"h{s}.npz"))
+    scores, got = merge_topk([z["scores"] for z in shard_npz], [z["ids"] for z in shard_npz], 10)
+    ref_s, ref_i = _exact_topk(x, q, ids, 10)
+    np.testing.assert_array_equal(got, ref_i)
+    np.testing.assert_allclose(scores, ref_s, rtol=1e-5)
+
+
+def test_shard_smaller_than_k_pads_and_merge_drops_padding(tmp_path):
+    x = np.eye(3, dtype=np.float32)
+    np.save(tmp_path / "v.npy", x)
+    np.save(tmp_path / "i.npy", np.array([5, 6, 7]))
+    np.save(tmp_path / "q.npy", np.array([[0, 1, 0]], dtype=np.float32))
+    index_shard(tmp_path / "v.npy", tmp_path / "s.faiss")
+    search_shard(tmp_path / "s.faiss", tmp_path / "i.npy", tmp_path / "q.npy", tmp_path / "h.npz", k=5, use_gpu=False)
+    z = np.load(tmp_path / "h.npz")
+    assert z["ids"].tolist() == [[6, 5, 7, -1, -1]] or z["ids"][0, 0] == 6
+    run = topk_to_run(*merge_topk([z["scores"]], [z["ids"]], 5))
+    assert [pid for pid, _ in run[0]][0] == 6 and len(run[0]) == 3
+
+
+def test_merge_ties_break_by_passage_id():
+    scores = [np.array([[1.0, 0.5]]), np.array([[1.0, 0.9]])]
+    ids = [np.array([[9, 3]]), np.array([[4, 8]])]
+    s, i = merge_topk(scores, ids, 3)
+    assert i.tolist() == [[4, 9, 8]]
+
+
+def test_factory_string_and_bad_factory():
+    from dcsr.errors import InputError
+
+    x = np.random.default_rng(1).normal(size=(300, 8)).astype(np.float32)
+    index = build_index(x, "IVF4,Flat", train_size=200)
+    assert index.ntotal == 300
+    with pytest.raises(InputError, match="index.factory"):
+        build_index(x, "NotAnIndex42")

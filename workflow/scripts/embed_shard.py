@@ -1,0 +1,30 @@
+"""Encode one corpus shard with a passage encoder: ``.npy`` vectors + ``.ids.npy``."""
+import argparse
+import json
+import logging
+
+from dcsr.cli import script
+from dcsr.embed import embed_corpus_shard
+
+
+@script
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", required=True, help="bi-encoder directory (passage_encoder/ inside)")
+    ap.add_argument("--corpus", required=True, help="DPR passage TSV")
+    ap.add_argument("--shard", type=int, required=True)
+    ap.add_argument("--num-shards", type=int, required=True)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-length", type=int, default=None)
+    ap.add_argument("--fp16", action="store_true", help="store float16 vectors (and autocast on GPU)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--vectors", required=True)
+    ap.add_argument("--ids", required=True)
+    a = ap.parse_args()
+    stats = embed_corpus_shard(a.model, a.corpus, a.shard, a.num_shards, a.vectors, a.ids,
+                               batch_size=a.batch_size, max_length=a.max_length, fp16=a.fp16, device=a.device)
+    logging.info("done: %s", json.dumps(stats))
+
+
+if __name__ == "__main__":
+    main()
