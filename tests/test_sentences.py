@@ -1,0 +1,186 @@
+"""Sentence splitting: spans that exactly cover the text, sensible boundaries, and the
+sentence table written from a corpus (streamed, atomic, errors named by file and line)."""
+
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from dcsr.errors import InputError
+from dcsr.formats import Passage, SENTENCES_HEADER, iter_sentence_table, passage_sentences, write_corpus
+from dcsr.sentences import (
+    DEFAULT_SPLITTER,
+    SPLITTER_PACKAGES,
+    SPLITTERS,
+    average_sentences_per_passage,
+    split_corpus,
+    split_sentences,
+)
+
+INSTALLED = [s for s in SPLITTERS if importlib.util.find_spec(SPLITTER_PACKAGES[s]) is not None]
+
+TEXTS = [
+    "Dr. Smith went to Washington D.C. in 1990. He left.",
+    "  leading and trailing spaces.   Two  spaces inside!  ",
+    "A line.\nAnother line.\n\nA paragraph after a blank line?",
+    "Café au lait — “quoted,” she said. Zürich is in Switzerland. 日本語も少し。",
+    'He said "Stop." Then he left. (A parenthetical sentence.) [citation needed] End',
+    "no sentence punctuation at all in this broken passage that was cut after one hundred",
+    "x",
+    "...",
+    "",
+    "   \n\t ",
+]
+
+
+def check_cover(text, spans):
+    """Spans are ordered, trimmed, and cover every non-space character exactly once."""
+    pos = 0
+    for start, end in spans:
+        assert pos <= start < end <= len(text)
+        assert text[pos:start].strip() == "", "a non-space character fell between sentences"
+        piece = text[start:end]
+        assert piece == piece.strip() and piece, "a span is empty or carries surrounding whitespace"
+        pos = end
+    assert text[pos:].strip() == ""
+    assert "".join("".join(text[s:e].split()) for s, e in spans) == "".join(text.split())
+
+
+def sentences(text, splitter=DEFAULT_SPLITTER):
+    return [text[s:e] for s, e in split_sentences(text, splitter=splitter)]
+
+
+@pytest.mark.parametrize("splitter", INSTALLED)
+@pytest.mark.parametrize("text", TEXTS)
+def test_spans_cover_the_text_exactly(splitter, text):
+    check_cover(text, split_sentences(text, splitter=splitter))
+
+
+def test_spans_cover_random_texts():
+    # Random words, punctuation and whitespace runs: whatever the library decides, the
+    # spans must partition the non-space characters.
+    rng = random.Random(0)
+    tokens = ["word", "Dr.", "U.S.", "end.", "why?", "wow!", '"quote."', "(paren)", "1990.", "é", "—", "[1]", ";"]
+    spaces = [" ", "  ", "\n", "\t", "\u00a0", " \n "]
+    for _ in range(200):
+        text = "".join(rng.choice(tokens) + rng.choice(spaces) for _ in range(rng.randint(1, 40)))
+        check_cover(text, split_sentences(text))
+
+
+def test_abbreviations_do_not_end_sentences():
+    text = "Dr. Smith went to Washington D.C. in 1990. He left."
+    assert sentences(text) == ["Dr. Smith went to Washington D.C. in 1990.", "He left."]
+
+
+def test_sentence_ends():
+    assert sentences("It rained. Did it? Yes! It did.") == ["It rained.", "Did it?", "Yes!", "It did."]
+    # A closing quote belongs to the sentence it closes.
+    assert sentences('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
+
+
+def test_no_sentence_punctuation_is_one_sentence():
+    text = "  the passage was cut after one hundred words so this fragment has no final stop "
+    assert sentences(text) == [text.strip()]
+
+
+def test_empty_text_has_no_sentences():
+    assert split_sentences("") == []
+    assert split_sentences(" \n\t ") == []
+
+
+def test_unknown_splitter_is_an_input_error():
+    with pytest.raises(InputError, match="unknown sentence splitter 'nope'"):
+        split_sentences("A sentence.", splitter="nope")
+
+
+PASSAGES = [
+    Passage(1, "Dr. Smith went to Washington D.C. in 1990. He left.", "Smith"),
+    Passage(2, 'A "quoted" word, a tab\tinside. Second sentence here. Third', "Quotes"),
+    Passage(3, "one fragment without a stop", "Fragment"),
+    Passage(10, "Zürich is a city. Its café prices — high! Résumé over.", "Unicode"),
+]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.tsv"
+    write_corpus(path, PASSAGES)
+    return path
+
+
+def test_split_corpus_round_trip(corpus, tmp_path):
+    out = tmp_path / "out" / "sentences.tsv"
+    stats = split_corpus(corpus, out, progress=False)
+
+    assert out.read_text(encoding="utf-8").splitlines()[0] == "\t".join(SENTENCES_HEADER)
+    grouped = list(passage_sentences(out))
+    assert [pid for pid, _ in grouped] == [p.id for p in PASSAGES]
+    for passage, (_pid, spans) in zip(PASSAGES, grouped):
+        # offsets index the passage text as read back from the corpus (not the title)
+        assert spans == split_sentences(passage.text)
+        check_cover(passage.text, spans)
+    numbers = {}
+    for pid, sid, _s, _e in iter_sentence_table(out):
+        numbers.setdefault(pid, []).append(sid)
+    assert all(ids == list(range(len(ids))) for ids in numbers.values())
+
+    n_sent = sum(len(spans) for _pid, spans in grouped)
+    assert stats["passages"] == len(PASSAGES)
+    assert stats["sentences"] == n_sent
+    assert stats["max_sentences_per_passage"] == max(len(spans) for _pid, spans in grouped)
+    assert stats["mean_sentences_per_passage"] == pytest.approx(n_sent / len(PASSAGES))
+    assert stats["splitter"] == DEFAULT_SPLITTER
+    assert average_sentences_per_passage(out) == pytest.approx(stats["mean_sentences_per_passage"])
+    assert [len(spans) for _pid, spans in grouped] == [2, 3, 1, 3]
+
+
+def test_malformed_row_names_file_and_line_and_leaves_no_output(tmp_path):
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text("id\ttext\ttitle\n1\tFirst passage. Fine.\tA\n2\tonly two fields\n", encoding="utf-8")
+    out = tmp_path / "sentences.tsv"
+    with pytest.raises(InputError) as err:
+        split_corpus(corpus, out, progress=False)
+    assert f"{corpus}:3" in str(err.value)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.tsv"], "a temporary file was left behind"
+
+
+def test_repeated_passage_id_is_an_input_error(tmp_path):
+    corpus = tmp_path / "corpus.tsv"
+    write_corpus(corpus, [Passage(5, "One.", "a"), Passage(5, "Two.", "b")])
+    with pytest.raises(InputError, match="passage id 5 appears twice"):
+        split_corpus(corpus, tmp_path / "s.tsv", progress=False)
+    assert not (tmp_path / "s.tsv").exists()
+
+
+def test_average_of_an_empty_table_is_an_input_error(tmp_path):
+    table = tmp_path / "s.tsv"
+    table.write_text("\t".join(SENTENCES_HEADER) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no sentences"):
+        average_sentences_per_passage(table)
+
+
+def test_cli(corpus, tmp_path, repo):
+    script = repo / "workflow" / "scripts" / "split_sentences.py"
+    out, stats = tmp_path / "s.tsv", tmp_path / "stats.json"
+    run = subprocess.run(
+        [sys.executable, str(script), "--corpus", str(corpus), "--output", str(out), "--stats", str(stats)],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(stats.read_text())["passages"] == len(PASSAGES)
+    assert len(list(passage_sentences(out))) == len(PASSAGES)
+
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("id\ttext\ttitle\nx\tSome text.\tT\n", encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, str(script), "--corpus", str(bad), "--output", str(tmp_path / "b.tsv")],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 2
+    assert f"error: {bad}:2: passage id 'x' is not an integer" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "b.tsv").exists()
