@@ -13,12 +13,15 @@ rule index_bm25:
         R + "/benchmarks/index_bm25/{corpus}.tsv"
     params:
         script=f"{SCRIPTS}/index_bm25.py",
+        heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"].get("threads", 1)
     resources:
         mem_mb=resources_for("index_bm25", "mem_mb"),
         runtime=resources_for("index_bm25", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --corpus {input.corpus} --index {output} --threads {threads} 2> {log}"
+        "{PYTHON} {params.script} --corpus {input.corpus} --index {output} --threads {threads} --memory {params.heap} 2> {log}"
 
 
 rule mine_bm25_negatives:
@@ -36,14 +39,21 @@ rule mine_bm25_negatives:
         script=f"{SCRIPTS}/mine_bm25_negatives.py",
         negatives=config["bm25"].get("negatives", 1),
         depth=config["bm25"].get("depth", 100),
+        k1=config["bm25"].get("k1", 0.9),
+        b=config["bm25"].get("b", 0.4),
+        match=lambda wc: match_type(wc.dataset),
+        heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"].get("threads", 1)
     resources:
         mem_mb=resources_for("mine_bm25_negatives", "mem_mb"),
         runtime=resources_for("mine_bm25_negatives", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --train {input.train} --corpus {input.corpus} --index {input.index}"
         " --output {output} --negatives {params.negatives} --depth {params.depth}"
-        " --threads {threads} 2> {log}"
+        " --match-type {params.match} --k1 {params.k1} --b {params.b} --threads {threads}"
+        " --memory {params.heap} 2> {log}"
 
 
 rule search_bm25:
@@ -59,10 +69,16 @@ rule search_bm25:
     params:
         script=f"{SCRIPTS}/search_bm25.py",
         k=config["bm25"].get("k", 100),
+        k1=config["bm25"].get("k1", 0.9),
+        b=config["bm25"].get("b", 0.4),
+        heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"].get("threads", 1)
     resources:
         mem_mb=resources_for("search_bm25", "mem_mb"),
         runtime=resources_for("search_bm25", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --index {input.index} --questions {input.questions}"
-        " --output {output} --k {params.k} --threads {threads} 2> {log}"
+        " --output {output} --k {params.k} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory {params.heap} 2> {log}"

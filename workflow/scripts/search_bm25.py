@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""BM25 top-k for every question of a DPR qas TSV, written as a TREC run (qid = 0-based line index)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from dcsr.bm25 import B, K1, search_to_run
+from dcsr.errors import InputError
+from dcsr.formats import iter_qas
+from dcsr.runs import read_trec, write_trec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--index", required=True, help="BM25 index directory (index_bm25.py)")
+    ap.add_argument("--questions", required=True, help="DPR qas TSV (question<TAB>[answers])")
+    ap.add_argument("--output", required=True, help="TREC run to write")
+    ap.add_argument("--k", type=int, default=100, help="hits per question")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--k1", type=float, default=K1)
+    ap.add_argument("--b", type=float, default=B)
+    ap.add_argument("--memory", default=None, help="JVM heap, e.g. 4g (default: $DCSR_JAVA_MEMORY or 2g)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("search_bm25")
+    try:
+        questions = [qa.question for qa in iter_qas(args.questions)]
+        log.info("%s: %d questions", args.questions, len(questions))
+        # Anserini writes the run (best first, ties broken by docid); re-write it through
+        # dcsr.runs so that every run file of the pipeline has the same format and tag.
+        out_dir = Path(args.output).resolve().parent
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".bm25-run.", dir=out_dir) as tmp:
+            raw = Path(tmp) / "anserini.trec"
+            search_to_run(args.index, enumerate(questions), raw, k=args.k, threads=args.threads,
+                          k1=args.k1, b=args.b, memory=args.memory)
+            run = read_trec(raw)
+        write_trec(args.output, run, tag="bm25")
+        empty = len(questions) - len(run)
+        if empty:
+            log.warning("%d of %d questions got no BM25 hit", empty, len(questions))
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
