@@ -1,11 +1,13 @@
 # dcsr: DPR / DCSR dense retrieval, from corpus to paper tables.
 # Read the pipeline from the includes below, one file per stage, in data-flow order.
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("8.0")
 
 
-configfile: "config/config.yaml"
+configfile: str(Path(workflow.basedir) / "config" / "config.yaml")
 
 
 include: "rules/common.smk"

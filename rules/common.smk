@@ -22,6 +22,10 @@ R = config["results"]
 SCRIPTS = str(Path(workflow.basedir) / "workflow" / "scripts")
 PYTHON = "python"
 
+# Scripts import the dcsr package from src/, whichever environment runs them (the
+# project's venv, a per-rule conda env, or a Slurm job).
+shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}:${{PYTHONPATH:-}}; ")
+
 
 wildcard_constraints:
     corpus=r"[A-Za-z0-9][A-Za-z0-9_.-]*",

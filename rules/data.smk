@@ -18,6 +18,8 @@ rule generate_corpus:
     resources:
         mem_mb=resources_for("generate_corpus", "mem_mb"),
         runtime=resources_for("generate_corpus", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --seed {params.seed} --n-entities {params.n_entities}"
         " --corpus-out {output} 2> {log}"
@@ -41,6 +43,8 @@ rule generate_dataset:
     resources:
         mem_mb=resources_for("generate_dataset", "mem_mb"),
         runtime=resources_for("generate_dataset", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --seed {params.seed} --n-entities {params.n_entities}"
         " --domain {params.domain} --train-out {output.train} --dev-out {output.dev}"

@@ -23,6 +23,8 @@ rule embed_shard:
         mem_mb=resources_for("embed_shard", "mem_mb"),
         runtime=resources_for("embed_shard", "runtime"),
         gpu=config["embed"].get("gpus", 0),
+    conda:
+        "../envs/gpu.yaml"
     shell:
         "{PYTHON} {params.script} --model {input.model} --corpus {input.corpus} --shard {wildcards.shard}"
         " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16}"
@@ -46,6 +48,8 @@ rule embed_questions:
         mem_mb=resources_for("embed_questions", "mem_mb"),
         runtime=resources_for("embed_questions", "runtime"),
         gpu=config["embed"].get("gpus", 0),
+    conda:
+        "../envs/gpu.yaml"
     shell:
         "{PYTHON} {params.script} --model {input.model} --questions {input.questions}"
         " --vectors {output} 2> {log}"

@@ -21,6 +21,8 @@ rule evaluate_topk:
     resources:
         mem_mb=resources_for("evaluate_topk", "mem_mb"),
         runtime=resources_for("evaluate_topk", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --run {input.run} --questions {input.questions} --corpus {input.corpus}"
         " --metrics {output.metrics} --per-question {output.questions} --ks {params.ks}"

@@ -23,6 +23,8 @@ rule index_shard:
     resources:
         mem_mb=resources_for("index_shard", "mem_mb"),
         runtime=resources_for("index_shard", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --vectors {input.vectors} --index {output}"
         " --factory '{params.factory}' --train-size {params.train_size} --seed {params.seed} 2> {log}"
@@ -47,6 +49,8 @@ rule search_shard:
     resources:
         mem_mb=resources_for("search_shard", "mem_mb"),
         runtime=resources_for("search_shard", "runtime"),
+    conda:
+        "../envs/gpu.yaml"
     shell:
         "{PYTHON} {params.script} --index {input.index} --ids {input.ids} --queries {input.queries}"
         " --output {output} --k {params.k} --gpu {params.gpu} 2> {log}"
@@ -69,5 +73,7 @@ rule merge_runs:
     resources:
         mem_mb=resources_for("merge_runs", "mem_mb"),
         runtime=resources_for("merge_runs", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --output {output} --k {params.k} --tag {params.tag} {input} 2> {log}"

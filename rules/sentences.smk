@@ -17,6 +17,8 @@ rule split_sentences:
     resources:
         mem_mb=resources_for("split_sentences", "mem_mb"),
         runtime=resources_for("split_sentences", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --corpus {input.corpus} --output {output.table}"
         " --stats {output.stats} 2> {log}"

@@ -4,7 +4,7 @@
 rule make_table:
     input:
         metrics=lambda wc: table_metrics(wc.table),
-        paper="config/paper_numbers.yaml",
+        paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
         csv=TABLE_CSV,
         md=TABLE_MD,
@@ -29,6 +29,8 @@ rule make_table:
     resources:
         mem_mb=resources_for("make_table", "mem_mb"),
         runtime=resources_for("make_table", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
     shell:
         "{PYTHON} {params.script} --spec {params.spec} --paper {input.paper}"
         " --csv {output.csv} --md {output.md} 2> {log}"

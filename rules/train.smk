@@ -20,6 +20,8 @@ rule export_encoder:
     resources:
         mem_mb=resources_for("export_encoder", "mem_mb"),
         runtime=resources_for("export_encoder", "runtime"),
+    conda:
+        "../envs/gpu.yaml"
     shell:
         "{PYTHON} {params.script} --init {params.init} --output {output} --settings {params.settings} 2> {log}"
 
@@ -51,6 +53,8 @@ rule train_biencoder:
         mem_mb=resources_for("train_biencoder", "mem_mb"),
         runtime=resources_for("train_biencoder", "runtime"),
         gpu=lambda wc: model_gpus(wc.model),
+    conda:
+        "../envs/gpu.yaml"
     shell:
         "{params.launcher} {params.script} --train {input.train} --dev {input.dev} --init {params.init}"
         " --output {output} --checkpoint-dir {params.checkpoints} --settings {params.settings} 2> {log}"

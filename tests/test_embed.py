@@ -1,0 +1,49 @@
+import numpy as np
+import torch
+
+from dcsr.embed import embed_corpus_shard, embed_questions, length_sorted_batches
+from dcsr.formats import Passage, write_corpus
+from dcsr.model import build_biencoder, load_biencoder, save_biencoder, tokenize_passages
+
+
+def test_length_sorted_batches_cover_rows_once():
+    batches = length_sorted_batches([3, 9, 1, 7, 5], 2)
+    assert [b.tolist() for b in batches] == [[1, 3], [4, 0], [2]]
+
+
+def test_shards_partition_the_corpus_and_keep_corpus_order(tmp_path, tiny_bert):
+    tok, model = build_biencoder(str(tiny_bert))
+    save_biencoder(model, tok, tmp_path / "m", {"pooling": "cls", "passage_max_length": 64, "question_max_length": 32})
+    words = "alpha beta gamma delta epsilon zeta eta theta".split()
+    ps = [Passage(100 + i, " ".join(words[: 1 + (i * 3) % 8]) + f" number {i}.", f"T{i}") for i in range(11)]
+    write_corpus(tmp_path / "c.tsv", ps)
+    ids_all, vecs_all = [], []
+    for s in range(3):
+        stats = embed_corpus_shard(tmp_path / "m", tmp_path / "c.tsv", s, 3, tmp_path / f"v{s}.npy",
+                                   tmp_path / f"i{s}.npy", batch_size=4, progress=False)
+        ids = np.load(tmp_path / f"i{s}.npy")
+        assert ids.tolist() == [p.id for r, p in enumerate(ps) if r % 3 == s]
+        assert stats["passages"] == len(ids)
+        ids_all += ids.tolist()
+        vecs_all.append(np.load(tmp_path / f"v{s}.npy"))
+    assert sorted(ids_all) == [p.id for p in ps]
+    # Length-sorted, padded batches give the same vectors as one passage at a time.
+    tok, bi, _ = load_biencoder(tmp_path / "m")
+    bi.eval()
+    by_id = dict(zip(ids_all, np.concatenate(vecs_all)))
+    with torch.no_grad():
+        for p in ps[:4]:
+            one = bi.encode_passages(**tokenize_passages(tok, [p.title], [p.text], 64)).numpy()[0]
+            np.testing.assert_allclose(by_id[p.id], one, atol=1e-5)
+
+
+def test_fp16_storage_and_questions(tmp_path, tiny_bert):
+    tok, model = build_biencoder(str(tiny_bert))
+    save_biencoder(model, tok, tmp_path / "m", {"pooling": "cls"})
+    write_corpus(tmp_path / "c.tsv", [Passage(1, "some text", "t"), Passage(2, "more text", "u")])
+    embed_corpus_shard(tmp_path / "m", tmp_path / "c.tsv", 0, 1, tmp_path / "v.npy", tmp_path / "i.npy",
+                       fp16=True, progress=False)
+    assert np.load(tmp_path / "v.npy").dtype == np.float16
+    embed_questions(tmp_path / "m", ["who?", "what is it?"], tmp_path / "q.npy", progress=False)
+    q = np.load(tmp_path / "q.npy")
+    assert q.shape == (2, 32) and q.dtype == np.float32
