@@ -10,7 +10,7 @@ rule index_bm25:
     log:
         "logs/index_bm25/{corpus}.log",
     benchmark:
-        R + "/benchmarks/index_bm25/{corpus}.tsv"
+        bench_path("index_bm25", "{corpus}")
     params:
         script=f"{SCRIPTS}/index_bm25.py",
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
@@ -21,7 +21,7 @@ rule index_bm25:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --corpus {input.corpus} --index {output} --threads {threads} --memory {params.heap} 2> {log}"
+        "python {params.script} --corpus {input.corpus} --index {output} --threads {threads} --memory {params.heap} 2> {log}"
 
 
 rule mine_bm25_negatives:
@@ -34,7 +34,7 @@ rule mine_bm25_negatives:
     log:
         "logs/mine_bm25_negatives/{dataset}.log",
     benchmark:
-        R + "/benchmarks/mine_bm25_negatives/{dataset}.tsv"
+        bench_path("mine_bm25_negatives", "{dataset}")
     params:
         script=f"{SCRIPTS}/mine_bm25_negatives.py",
         negatives=config["bm25"].get("negatives", 1),
@@ -50,7 +50,7 @@ rule mine_bm25_negatives:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --train {input.train} --corpus {input.corpus} --index {input.index}"
+        "python {params.script} --train {input.train} --corpus {input.corpus} --index {input.index}"
         " --output {output} --negatives {params.negatives} --depth {params.depth}"
         " --match-type {params.match} --k1 {params.k1} --b {params.b} --threads {threads}"
         " --memory {params.heap} 2> {log}"
@@ -65,7 +65,7 @@ rule search_bm25:
     log:
         "logs/search_bm25/{corpus}/{dataset}.log",
     benchmark:
-        R + "/benchmarks/search_bm25/{corpus}/{dataset}.tsv"
+        bench_path("search_bm25", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/search_bm25.py",
         k=config["bm25"].get("k", 100),
@@ -79,6 +79,6 @@ rule search_bm25:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --index {input.index} --questions {input.questions}"
+        "python {params.script} --index {input.index} --questions {input.questions}"
         " --output {output} --k {params.k} --k1 {params.k1} --b {params.b}"
         " --threads {threads} --memory {params.heap} 2> {log}"

@@ -20,11 +20,10 @@ except InputError as e:
 
 R = config["results"]
 SCRIPTS = str(Path(workflow.basedir) / "workflow" / "scripts")
-PYTHON = "python"
 
 # Scripts import the dcsr package from src/, whichever environment runs them (the
 # project's venv, a per-rule conda env, or a Slurm job).
-shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}:${{PYTHONPATH:-}}; ")
+shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}:${{{{PYTHONPATH:-}}}}; ")
 
 
 wildcard_constraints:
@@ -38,27 +37,28 @@ wildcard_constraints:
 
 
 # ------------------------------------------------------------------ path patterns
-CORPUS_TSV = R + "/data/{corpus}/psgs_w100.tsv"
-GENERATED_TRAIN = R + "/data/{corpus}/{dataset}-train.json"
-GENERATED_DEV = R + "/data/{corpus}/{dataset}-dev.json"
-GENERATED_TEST = R + "/data/{corpus}/{dataset}-test.qa.csv"
-SENTENCES = R + "/sentences/{corpus}/sentences.tsv"
-BM25_INDEX = R + "/bm25/{corpus}/index"
-MINED_TRAIN = R + "/bm25/negatives/{dataset}-train.json"
-MODEL_DIR = R + "/models/{model}"
-CHECKPOINT_DIR = R + "/checkpoints/{model}"
-QUERY_VECTORS = R + "/queries/{qmodel}/{dataset}.npy"
-SHARD_VECTORS = R + "/embeddings/{corpus}/{pmodel}/shard-{shard}.npy"
-SHARD_IDS = R + "/embeddings/{corpus}/{pmodel}/shard-{shard}.ids.npy"
-SHARD_INDEX = R + "/index/{corpus}/{pmodel}/shard-{shard}.faiss"
-SHARD_HITS = R + "/runs/{corpus}/{qmodel}/{pmodel}/{dataset}/shard-{shard}.npz"
+CORPUS_TSV = f"{R}/data/{{corpus}}/psgs_w100.tsv"
+GENERATED_TRAIN = f"{R}/data/{{corpus}}/{{dataset}}-train.json"
+GENERATED_DEV = f"{R}/data/{{corpus}}/{{dataset}}-dev.json"
+GENERATED_TEST = f"{R}/data/{{corpus}}/{{dataset}}-test.qa.csv"
+SENTENCES = f"{R}/sentences/{{corpus}}/sentences.tsv"
+SENTENCE_STATS = f"{R}/sentences/{{corpus}}/stats.json"
+BM25_INDEX = f"{R}/bm25/{{corpus}}/index"
+MINED_TRAIN = f"{R}/bm25/negatives/{{dataset}}-train.json"
+MODEL_DIR = f"{R}/models/{{model}}"
+CHECKPOINT_DIR = f"{R}/checkpoints/{{model}}"
+QUERY_VECTORS = f"{R}/queries/{{qmodel}}/{{dataset}}.npy"
+SHARD_VECTORS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"
+SHARD_IDS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.ids.npy"
+SHARD_INDEX = f"{R}/index/{{corpus}}/{{pmodel}}/shard-{{shard}}.faiss"
+SHARD_HITS = f"{R}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}/shard-{{shard}}.npz"
 # BM25 is the (question, passage) "encoder pair" (bm25, bm25), so every retriever's run,
 # metrics and table row share one path shape.
-RUN = R + "/runs/{corpus}/{qmodel}/{pmodel}/{dataset}.trec"
-METRICS = R + "/metrics/{corpus}/{qmodel}/{pmodel}/{dataset}.json"
-QUESTION_RESULTS = R + "/metrics/{corpus}/{qmodel}/{pmodel}/{dataset}.questions.jsonl"
-TABLE_CSV = R + "/tables/{table}.csv"
-TABLE_MD = R + "/tables/{table}.md"
+RUN = f"{R}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.trec"
+METRICS = f"{R}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
+QUESTION_RESULTS = f"{R}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
+TABLE_CSV = f"{R}/tables/{{table}}.csv"
+TABLE_MD = f"{R}/tables/{{table}}.md"
 
 
 def log_path(rule_name, name):

@@ -9,7 +9,7 @@ rule generate_corpus:
     log:
         "logs/generate_corpus/{corpus}.log",
     benchmark:
-        R + "/benchmarks/generate_corpus/{corpus}.tsv"
+        bench_path("generate_corpus", "{corpus}")
     params:
         script=f"{SCRIPTS}/generate_demo_data.py",
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
@@ -21,7 +21,7 @@ rule generate_corpus:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --seed {params.seed} --n-entities {params.n_entities}"
+        "python {params.script} --seed {params.seed} --n-entities {params.n_entities}"
         " --corpus-out {output} 2> {log}"
 
 
@@ -33,7 +33,7 @@ rule generate_dataset:
     log:
         "logs/generate_dataset/{corpus}/{dataset}.log",
     benchmark:
-        R + "/benchmarks/generate_dataset/{corpus}/{dataset}.tsv"
+        bench_path("generate_dataset", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/generate_demo_data.py",
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
@@ -46,6 +46,6 @@ rule generate_dataset:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --seed {params.seed} --n-entities {params.n_entities}"
+        "python {params.script} --seed {params.seed} --n-entities {params.n_entities}"
         " --domain {params.domain} --train-out {output.train} --dev-out {output.dev}"
         " --test-out {output.test} 2> {log}"

@@ -12,7 +12,7 @@ rule embed_shard:
     log:
         "logs/embed_shard/{corpus}/{pmodel}/{shard}.log",
     benchmark:
-        R + "/benchmarks/embed_shard/{corpus}/{pmodel}/{shard}.tsv"
+        bench_path("embed_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/embed_shard.py",
         shards=config["embed"]["shards"],
@@ -26,7 +26,7 @@ rule embed_shard:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "{PYTHON} {params.script} --model {input.model} --corpus {input.corpus} --shard {wildcards.shard}"
+        "python {params.script} --model {input.model} --corpus {input.corpus} --shard {wildcards.shard}"
         " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16}"
         " --vectors {output.vectors} --ids {output.ids} 2> {log}"
 
@@ -40,7 +40,7 @@ rule embed_questions:
     log:
         "logs/embed_questions/{qmodel}/{dataset}.log",
     benchmark:
-        R + "/benchmarks/embed_questions/{qmodel}/{dataset}.tsv"
+        bench_path("embed_questions", "{qmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/embed_questions.py",
     threads: 2
@@ -51,5 +51,5 @@ rule embed_questions:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "{PYTHON} {params.script} --model {input.model} --questions {input.questions}"
+        "python {params.script} --model {input.model} --questions {input.questions}"
         " --vectors {output} 2> {log}"

@@ -12,7 +12,7 @@ rule evaluate_topk:
     log:
         "logs/evaluate_topk/{corpus}/{qmodel}/{pmodel}/{dataset}.log",
     benchmark:
-        R + "/benchmarks/evaluate_topk/{corpus}/{qmodel}/{pmodel}/{dataset}.tsv"
+        bench_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/evaluate_topk.py",
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
@@ -24,6 +24,6 @@ rule evaluate_topk:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --run {input.run} --questions {input.questions} --corpus {input.corpus}"
+        "python {params.script} --run {input.run} --questions {input.questions} --corpus {input.corpus}"
         " --metrics {output.metrics} --per-question {output.questions} --ks {params.ks}"
         " --match {params.match} 2> {log}"

@@ -13,7 +13,7 @@ rule index_shard:
     log:
         "logs/index_shard/{corpus}/{pmodel}/{shard}.log",
     benchmark:
-        R + "/benchmarks/index_shard/{corpus}/{pmodel}/{shard}.tsv"
+        bench_path("index_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/index_shard.py",
         factory=config["index"].get("factory", "Flat"),
@@ -26,7 +26,7 @@ rule index_shard:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --vectors {input.vectors} --index {output}"
+        "python {params.script} --vectors {input.vectors} --index {output}"
         " --factory '{params.factory}' --train-size {params.train_size} --seed {params.seed} 2> {log}"
 
 
@@ -40,7 +40,7 @@ rule search_shard:
     log:
         "logs/search_shard/{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}.log",
     benchmark:
-        R + "/benchmarks/search_shard/{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}.tsv"
+        bench_path("search_shard", "{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}")
     params:
         script=f"{SCRIPTS}/search_shard.py",
         k=config["search"].get("k", 100),
@@ -52,7 +52,7 @@ rule search_shard:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "{PYTHON} {params.script} --index {input.index} --ids {input.ids} --queries {input.queries}"
+        "python {params.script} --index {input.index} --ids {input.ids} --queries {input.queries}"
         " --output {output} --k {params.k} --gpu {params.gpu} 2> {log}"
 
 
@@ -64,7 +64,7 @@ rule merge_runs:
     log:
         "logs/merge_runs/{corpus}/{qmodel}/{pmodel}/{dataset}.log",
     benchmark:
-        R + "/benchmarks/merge_runs/{corpus}/{qmodel}/{pmodel}/{dataset}.tsv"
+        bench_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/merge_runs.py",
         k=config["search"].get("k", 100),
@@ -76,4 +76,4 @@ rule merge_runs:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --output {output} --k {params.k} --tag {params.tag} {input} 2> {log}"
+        "python {params.script} --output {output} --k {params.k} --tag {params.tag} {input} 2> {log}"

@@ -6,11 +6,11 @@ rule split_sentences:
         corpus=lambda wc: corpus_tsv(wc.corpus),
     output:
         table=SENTENCES,
-        stats=R + "/sentences/{corpus}/stats.json",
+        stats=SENTENCE_STATS,
     log:
         "logs/split_sentences/{corpus}.log",
     benchmark:
-        R + "/benchmarks/split_sentences/{corpus}.tsv"
+        bench_path("split_sentences", "{corpus}")
     params:
         script=f"{SCRIPTS}/split_sentences.py",
     threads: 1
@@ -20,5 +20,5 @@ rule split_sentences:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --corpus {input.corpus} --output {output.table}"
+        "python {params.script} --corpus {input.corpus} --output {output.table}"
         " --stats {output.stats} 2> {log}"

@@ -11,7 +11,7 @@ rule make_table:
     log:
         "logs/make_table/{table}.log",
     benchmark:
-        R + "/benchmarks/make_table/{table}.tsv"
+        bench_path("make_table", "{table}")
     params:
         script=f"{SCRIPTS}/make_table.py",
         spec=lambda wc: shlex.quote(json.dumps(
@@ -32,5 +32,5 @@ rule make_table:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "{PYTHON} {params.script} --spec {params.spec} --paper {input.paper}"
+        "python {params.script} --spec {params.spec} --paper {input.paper}"
         " --csv {output.csv} --md {output.md} 2> {log}"

