@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from datetime import date
@@ -21,16 +20,6 @@ from itertools import islice
 from pathlib import Path
 
 import torch
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():
@@ -46,6 +35,7 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(a.threads)
 
+    from benchmarks_common import machine
     from sentence_transformers import SentenceTransformer
 
     from dcsr.checkpoints import resolve_checkpoint
@@ -80,7 +70,7 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
     result = {
         "date": date.today().isoformat(),
-        "machine": f"{os.cpu_count()} cores, {cpu_model()}, torch {torch.__version__}, {a.threads} threads",
+        "machine": machine(),
         "passages": len(passages), "batch_size": a.batch_size, "max_length": a.max_length, "repeats": a.repeats,
         "seconds": times,
         "passages_per_s_median": {k: len(passages) / v for k, v in med.items()},

@@ -21,9 +21,14 @@ except InputError as e:
 R = config["results"]
 SCRIPTS = str(Path(workflow.basedir) / "workflow" / "scripts")
 
-# Scripts import the dcsr package from src/, whichever environment runs them (the
-# project's venv, a per-rule conda env, or a Slurm job).
-shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}:${{{{PYTHONPATH:-}}}}; ")
+# Scripts import the dcsr package from src/, whichever environment runs them. Without
+# --use-conda, jobs run with the Python that runs Snakemake (the project's venv), even when
+# that venv is not activated.
+from snakemake.settings.types import DeploymentMethod  # noqa: E402
+
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+_path = "" if USE_CONDA else f"export PATH={Path(sys.executable).parent}:$PATH; "
+shell.prefix(f"set -euo pipefail; {_path}export PYTHONPATH={Path(workflow.basedir) / 'src'}:${{{{PYTHONPATH:-}}}}; ")
 
 
 wildcard_constraints:
@@ -35,6 +40,10 @@ wildcard_constraints:
     shard=r"\d+",
     table=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
 
+
+# "bm25" names BM25's (question, passage) pair, never a dense model: the dense rules
+# exclude it (both names are always followed by "/" in the path patterns below).
+DENSE_MODEL = r"(?!bm25/)[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 # ------------------------------------------------------------------ path patterns
 CORPUS_TSV = f"{R}/data/{{corpus}}/psgs_w100.tsv"
@@ -162,4 +171,6 @@ def final_outputs():
         out += [TABLE_CSV.format(table=table), TABLE_MD.format(table=table)]
     for model in trained_models():
         out.append(MODEL_DIR.format(model=model))
+    # the sentence table of every corpus (DCSR's index keys), with its statistics
+    out += [SENTENCE_STATS.format(corpus=c) for c in config["corpora"]]
     return out

@@ -9,6 +9,8 @@ rule embed_shard:
     output:
         vectors=SHARD_VECTORS,
         ids=SHARD_IDS,
+    wildcard_constraints:
+        pmodel=DENSE_MODEL,
     log:
         "logs/embed_shard/{corpus}/{pmodel}/{shard}.log",
     benchmark:
@@ -37,6 +39,8 @@ rule embed_questions:
         questions=lambda wc: dataset_file(wc.dataset, "test"),
     output:
         QUERY_VECTORS,
+    wildcard_constraints:
+        qmodel=DENSE_MODEL,
     log:
         "logs/embed_questions/{qmodel}/{dataset}.log",
     benchmark:

@@ -2,14 +2,13 @@
 # test set), and an exact top-k merge over the shards into a TREC run.
 
 
-ruleorder: search_bm25 > merge_runs
-
-
 rule index_shard:
     input:
         vectors=SHARD_VECTORS,
     output:
         SHARD_INDEX,
+    wildcard_constraints:
+        pmodel=DENSE_MODEL,
     log:
         "logs/index_shard/{corpus}/{pmodel}/{shard}.log",
     benchmark:
@@ -37,6 +36,9 @@ rule search_shard:
         queries=QUERY_VECTORS,
     output:
         temp(SHARD_HITS),
+    wildcard_constraints:
+        qmodel=DENSE_MODEL,
+        pmodel=DENSE_MODEL,
     log:
         "logs/search_shard/{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}.log",
     benchmark:
@@ -61,6 +63,9 @@ rule merge_runs:
         lambda wc: expand(SHARD_HITS, shard=shards(), **wc),
     output:
         RUN,
+    wildcard_constraints:
+        qmodel=DENSE_MODEL,
+        pmodel=DENSE_MODEL,
     log:
         "logs/merge_runs/{corpus}/{qmodel}/{pmodel}/{dataset}.log",
     benchmark:

@@ -39,7 +39,7 @@ def test_dry_run_lists_every_stage(repo, tmp_path):
 def test_config_type_error_names_the_key(repo, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("embed: {shards: two, batch_size: 8}\n")
-    r = snakemake(repo, tmp_path, "-n", "--configfile", str(bad))
+    r = snakemake(repo, tmp_path, "-n", "--configfile", str(repo / "config" / "config.yaml"), str(bad))
     assert r.returncode != 0
     assert "'two' is not of type 'integer'" in r.stdout + r.stderr
     assert not (tmp_path / "results").exists()
@@ -49,7 +49,7 @@ def test_config_type_error_names_the_key(repo, tmp_path):
 def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     over = tmp_path / "over.yaml"
     over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "encoders": {"tiny": str(tiny_bert)}}))
-    r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "ci.yaml"), str(over))
+    r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over))
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     results = tmp_path / "results"
     rows = list(csv.DictReader(open(results / "tables" / "dpr_baseline.csv")))
@@ -69,3 +69,38 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
         assert (results / "models" / "dpr" / part).exists()
     md = (results / "tables" / "dpr_baseline.md").read_text()
     assert "| DPR | encyclopedia |" in md
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_when_snakemake_runs_again(repo, tmp_path, tiny_bert):
+    import json
+    import signal
+    import time
+
+    results = tmp_path / "results"
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({
+        "results": str(results), "encoders": {"tiny": str(tiny_bert)},
+        "train": {"max_steps": 200, "epochs": 40, "checkpoint_every_steps": 10},
+    }))
+    target = str(results / "models" / "dpr")
+    args = ["--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over), target]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.Popen([SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path), *args],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    state = results / "checkpoints" / "dpr" / "last" / "trainer_state.pt"
+    deadline = time.time() + 600
+    while not state.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert state.exists(), "training never wrote a checkpoint"
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole job: snakemake and the training process
+    proc.wait()
+    assert not (results / "models" / "dpr").exists(), "a killed run must leave no final model"
+
+    r = snakemake(repo, tmp_path, "--rerun-incomplete", *args)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    log = (tmp_path / "logs" / "train_biencoder" / "dpr.log").read_text()
+    assert "resuming from step" in log, log[-2000:]
+    meta = json.loads((results / "models" / "dpr" / "dcsr.json").read_text())
+    assert meta["step"] == 200
