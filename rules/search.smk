@@ -51,6 +51,7 @@ rule search_shard:
     resources:
         mem_mb=resources_for("search_shard", "mem_mb"),
         runtime=resources_for("search_shard", "runtime"),
+        gpu=config["index"].get("gpus", 0),
     conda:
         "../envs/gpu.yaml"
     shell:

@@ -84,7 +84,8 @@ def test_killed_training_resumes_when_snakemake_runs_again(repo, tmp_path, tiny_
         "train": {"max_steps": 200, "epochs": 40, "checkpoint_every_steps": 10},
     }))
     target = str(results / "models" / "dpr")
-    args = ["--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over), target]
+    # the target goes first: --configfile takes every following argument as a file
+    args = [target, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over)]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen([SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path), *args],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -98,6 +99,8 @@ def test_killed_training_resumes_when_snakemake_runs_again(repo, tmp_path, tiny_
     proc.wait()
     assert not (results / "models" / "dpr").exists(), "a killed run must leave no final model"
 
+    # A hard kill leaves Snakemake's lock behind: unlock once, as the README says, then rerun.
+    assert snakemake(repo, tmp_path, "--unlock", *args).returncode == 0
     r = snakemake(repo, tmp_path, "--rerun-incomplete", *args)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     log = (tmp_path / "logs" / "train_biencoder" / "dpr.log").read_text()

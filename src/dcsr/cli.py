@@ -22,7 +22,8 @@ def script(main):
         try:
             return main(*args, **kwargs)
         except InputError as e:
-            print(f"error: {e}", file=sys.stderr)
+            rank = os.environ.get("RANK", "0")  # under torchrun, say which process failed
+            print(f"error{'' if rank == '0' else f' (rank {rank})'}: {e}", file=sys.stderr)
             sys.exit(2)
 
     return wrapper

@@ -111,6 +111,16 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
             np.save(fh, array)
 
 
+def _load_for_inference(model_dir, device: str):
+    """``(device, tokenizer, BiEncoder in eval mode, meta)`` of a saved bi-encoder."""
+    from .model import load_biencoder
+
+    dev = pick_device(device)
+    tokenizer, model, meta = load_biencoder(model_dir, device=str(dev))
+    model.eval()
+    return dev, tokenizer, model, meta
+
+
 def embed_corpus_shard(
     model_dir: str | os.PathLike,
     corpus_tsv: str | os.PathLike,
@@ -125,19 +135,14 @@ def embed_corpus_shard(
     progress: bool = True,
 ) -> dict:
     """Encode one corpus shard with the passage encoder of ``model_dir``; returns stats."""
-    from .model import load_biencoder
-
-    dev = pick_device(device)
-    tokenizer, model, meta = load_biencoder(model_dir, device=str(dev))
-    model.eval()
+    dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
     max_length = max_length or int(meta.get("passage_max_length", 256))
     ids, titles, texts = shard_passages(corpus_tsv, shard, num_shards)
     log.info("shard %d/%d: %d passages, device %s", shard, num_shards, len(ids), dev)
     vecs = encode_texts(model, tokenizer, texts, titles, "passage", max_length, batch_size, dev,
                         amp=fp16, progress=progress, desc=f"embed shard {shard}")
     if len(ids) == 0:
-        hidden = model.passage_model.config.hidden_size
-        vecs = np.zeros((0, hidden), dtype=np.float32)
+        vecs = np.zeros((0, model.hidden_size), dtype=np.float32)
     _save_npy(Path(out_vectors), vecs.astype(np.float16 if fp16 else np.float32))
     _save_npy(Path(out_ids), np.asarray(ids, dtype=np.int64))
     return {"shard": shard, "passages": len(ids), "dim": int(vecs.shape[1]), "dtype": "float16" if fp16 else "float32"}
@@ -153,11 +158,7 @@ def embed_questions(
     progress: bool = True,
 ) -> dict:
     """Encode questions with the question encoder of ``model_dir`` into ``out_vectors``."""
-    from .model import load_biencoder
-
-    dev = pick_device(device)
-    tokenizer, model, meta = load_biencoder(model_dir, device=str(dev))
-    model.eval()
+    dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
     max_length = max_length or int(meta.get("question_max_length", 256))
     vecs = encode_texts(model, tokenizer, list(questions), None, "question", max_length, batch_size, dev,
                         progress=progress, desc="embed questions")

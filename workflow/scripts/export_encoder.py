@@ -12,29 +12,21 @@ settings matter here, but all keys are checked as for training. Bad input prints
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from dcsr.errors import InputError  # noqa: E402
+from dcsr.cli import script
 
 
+@script
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--init", required=True, help="base checkpoint: a directory or pkg:NAME")
     ap.add_argument("--output", required=True, help="bi-encoder directory to write")
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
     args = ap.parse_args(argv)
-    try:
-        from dcsr.train import export_untrained, load_settings
+    from dcsr.train import export_untrained, load_settings
 
-        export_untrained(load_settings(args.settings), args.init, args.output)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    export_untrained(load_settings(args.settings), args.init, args.output)
     return 0
 
 

@@ -8,9 +8,10 @@ import logging
 import sys
 
 from dcsr.bm25 import build_index
-from dcsr.errors import InputError
+from dcsr.cli import script
 
 
+@script
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", required=True, help="DPR corpus TSV (id, text, title; .gz ok)")
@@ -18,12 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--memory", default=None, help="JVM heap, e.g. 4g (default: $DCSR_JAVA_MEMORY or 2g)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        build_index(args.corpus, args.index, threads=args.threads, memory=args.memory)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    build_index(args.corpus, args.index, threads=args.threads, memory=args.memory)
     return 0
 
 

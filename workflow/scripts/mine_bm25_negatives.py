@@ -9,9 +9,10 @@ import logging
 import sys
 
 from dcsr.bm25 import B, K1, mine_hard_negatives
-from dcsr.errors import InputError
+from dcsr.cli import script
 
 
+@script
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--train", required=True, help="DPR biencoder JSON (training set)")
@@ -28,14 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b", type=float, default=B)
     ap.add_argument("--memory", default=None, help="JVM heap, e.g. 4g (default: $DCSR_JAVA_MEMORY or 2g)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        stats = mine_hard_negatives(args.train, args.corpus, args.index, args.output, n_negatives=args.negatives,
-                                    depth=args.depth, threads=args.threads, match_type=args.match_type,
-                                    keep_existing=args.keep_existing, k1=args.k1, b=args.b, memory=args.memory)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    stats = mine_hard_negatives(args.train, args.corpus, args.index, args.output, n_negatives=args.negatives,
+                                depth=args.depth, threads=args.threads, match_type=args.match_type,
+                                keep_existing=args.keep_existing, k1=args.k1, b=args.b, memory=args.memory)
     print(json.dumps(stats), file=sys.stderr)
     return 0
 

@@ -10,11 +10,12 @@ import tempfile
 from pathlib import Path
 
 from dcsr.bm25 import B, K1, search_to_run
-from dcsr.errors import InputError
+from dcsr.cli import script
 from dcsr.formats import iter_qas
 from dcsr.runs import read_trec, write_trec
 
 
+@script
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--index", required=True, help="BM25 index directory (index_bm25.py)")
@@ -26,27 +27,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b", type=float, default=B)
     ap.add_argument("--memory", default=None, help="JVM heap, e.g. 4g (default: $DCSR_JAVA_MEMORY or 2g)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("search_bm25")
-    try:
-        questions = [qa.question for qa in iter_qas(args.questions)]
-        log.info("%s: %d questions", args.questions, len(questions))
-        # Anserini writes the run (best first, ties broken by docid); re-write it through
-        # dcsr.runs so that every run file of the pipeline has the same format and tag.
-        out_dir = Path(args.output).resolve().parent
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".bm25-run.", dir=out_dir) as tmp:
-            raw = Path(tmp) / "anserini.trec"
-            search_to_run(args.index, enumerate(questions), raw, k=args.k, threads=args.threads,
-                          k1=args.k1, b=args.b, memory=args.memory)
-            run = read_trec(raw)
-        write_trec(args.output, run, tag="bm25")
-        empty = len(questions) - len(run)
-        if empty:
-            log.warning("%d of %d questions got no BM25 hit", empty, len(questions))
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    questions = [qa.question for qa in iter_qas(args.questions)]
+    log.info("%s: %d questions", args.questions, len(questions))
+    # Anserini writes the run (best first, ties broken by docid); re-write it through
+    # dcsr.runs so that every run file of the pipeline has the same format and tag.
+    out_dir = Path(args.output).resolve().parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".bm25-run.", dir=out_dir) as tmp:
+        raw = Path(tmp) / "anserini.trec"
+        search_to_run(args.index, enumerate(questions), raw, k=args.k, threads=args.threads,
+                      k1=args.k1, b=args.b, memory=args.memory)
+        run = read_trec(raw)
+    write_trec(args.output, run, tag="bm25")
+    empty = len(questions) - len(run)
+    if empty:
+        log.warning("%d of %d questions got no BM25 hit", empty, len(questions))
     return 0
 
 

@@ -11,16 +11,12 @@ Bad input (files, settings keys) prints ``error: ...`` and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from dcsr.errors import InputError  # noqa: E402
+from dcsr.cli import script
 
 
+@script
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", required=True, help="DPR biencoder JSON with the training records")
@@ -30,15 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint-dir", required=True, help="resumable checkpoints (DIR/last)")
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
     args = ap.parse_args(argv)
-    try:
-        from dcsr.train import load_settings, train
+    from dcsr.train import load_settings, train
 
-        train(load_settings(args.settings), args.train, args.dev, args.init, args.output, args.checkpoint_dir)
-    except InputError as e:
-        rank = os.environ.get("RANK", "0")
-        prefix = "error" if rank == "0" else f"error (rank {rank})"
-        print(f"{prefix}: {e}", file=sys.stderr)
-        return 2
+    train(load_settings(args.settings), args.train, args.dev, args.init, args.output, args.checkpoint_dir)
     return 0
 
 
