@@ -1,0 +1,601 @@
+"""DCSR's core: contextual sentence vectors, sentence-aware samples, HasAns score normalization.
+
+Wu et al. (2022), "Sentence-aware Contrastive Learning for Open-Domain Passage Retrieval",
+Sections 3.2 and 3.3, following the authors' code (``chengzhipanpan/DCSR``, a fork of DPR).
+
+Encoding (Section 3.2). A passage is encoded whole, with a ``<sent>`` marker before every
+sentence, and yields one vector per marker::
+
+    [CLS] title [SEP] <sent> s1 <sent> s2 ... [SEP]
+
+As DCSR's code (DPR's ``_add_special_tokens`` with ``special_tokens: [<sent>]``), ``<sent>``
+reuses the ``[unused0]`` vocabulary entry, so the embedding matrix keeps its size. A question
+is ``[CLS] <sent> question [SEP]`` and its vector is the state at the marker (position 1), as
+DCSR's ``representation_token_pos=1``. The batch carries ``pool_positions`` (flat indices
+``b * L + t``) and :meth:`dcsr.model.BiEncoder.pool` gathers those states, so the DPR model
+and training loop are unchanged.
+
+Samples (Section 3.2.1/3.2.2, Table 4): per question one positive sentence (a random sentence
+of the gold passage that contains an answer) and 1-2 negative sentences, see
+:class:`SentenceSampleBuilder`. Every other sentence vector of the (global) batch is an
+in-batch negative.
+
+Retrieval (Section 3.3): the top ``100 * k`` sentences are softmax-normalised and each passage
+is scored ``HasAns(P) = 1 - prod_{s in P} (1 - p_s)`` (:func:`hasans_topk`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .answers import MATCH_TYPES, has_answer
+from .errors import InputError
+from .train import Batch, Sample, SampleBuilder
+
+SENT_TOKEN = "<sent>"
+#: The vocabulary entry DCSR's code re-labels as ``<sent>`` (DPR's special-token hack).
+UNUSED_TOKEN = "[unused0]"
+SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
+DEFAULT_MAX_SENTENCES = 10  # DCSR's code: ``assert sent_num == 10`` markers per passage
+DEFAULT_MAX_LENGTH = 256  # DPR's / DCSR's sequence_length
+
+Span = tuple[int, int]
+
+
+# ---------------------------------------------------------------------- the <sent> marker
+
+
+def _embedding_rows(model) -> int:
+    return int(model.get_input_embeddings().weight.shape[0])
+
+
+def ensure_sentence_marker(tokenizer, model=None) -> int:
+    """The token id of ``<sent>``; adds the token when the vocabulary cannot provide it.
+
+    - a tokenizer that already knows ``<sent>`` (added earlier, saved with the model): its id;
+    - a BERT vocabulary with ``[unused0]``: that id, as DCSR's code (no new embedding row);
+    - otherwise ``<sent>`` is added as a special token (the vocabulary grows by one) and the
+      embeddings of ``model`` must grow with it: pass ``model`` (a Hugging Face encoder or a
+      :class:`~dcsr.model.BiEncoder`, both of whose encoders are resized) and its input
+      embeddings are resized to ``len(tokenizer)``. Without ``model`` the caller must resize.
+
+    Idempotent: a model whose embeddings already cover the id is left as it is.
+    """
+    vocab = tokenizer.get_vocab()
+    if SENT_TOKEN in vocab:
+        marker = int(vocab[SENT_TOKEN])
+    elif UNUSED_TOKEN in vocab:
+        return int(vocab[UNUSED_TOKEN])  # DCSR: <sent> is [unused0]; nothing to resize
+    else:
+        tokenizer.add_special_tokens({"additional_special_tokens": [SENT_TOKEN]})
+        marker = int(tokenizer.convert_tokens_to_ids(SENT_TOKEN))
+    if model is not None:
+        encoders = [model.question_model, model.passage_model] if hasattr(model, "passage_model") else [model]
+        for encoder in encoders:
+            if _embedding_rows(encoder) <= marker:
+                encoder.resize_token_embeddings(len(tokenizer))
+    return marker
+
+
+def _marker(tokenizer, marker_id: int | None) -> int:
+    if marker_id is not None:
+        return int(marker_id)
+    vocab = tokenizer.get_vocab()
+    for token in (SENT_TOKEN, UNUSED_TOKEN):
+        if token in vocab:
+            return int(vocab[token])
+    raise ValueError("the tokenizer has neither <sent> nor [unused0]; call ensure_sentence_marker(tokenizer, model)")
+
+
+# ---------------------------------------------------------------------- passages
+
+
+def encode_passage_with_markers(tokenizer, title: str | None, text: str, spans: Sequence[Span],
+                                max_length: int = DEFAULT_MAX_LENGTH,
+                                max_sentences: int = DEFAULT_MAX_SENTENCES,
+                                marker_id: int | None = None) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Token ids of ``[CLS] title [SEP] <sent> s1 <sent> s2 ... [SEP]`` (no title: ``[CLS] <sent> s1 ... [SEP]``).
+
+    ``spans`` are the sentences as ``(start, end)`` character offsets into ``text`` (the
+    sentence table's format); each sentence is tokenized on its own (WordPiece splits at
+    whitespace, so this equals the tokens of the whole text). Token types are 0 for
+    ``[CLS] title [SEP]`` and 1 for the text segment, as DPR's title/text pair encoding.
+
+    Caps, in order: at most ``max_sentences`` markers, and ``max_length`` tokens in all.
+    A sentence counts (gets a marker) only if its marker *and at least one of its tokens* fit
+    before the final ``[SEP]``; its tail may be cut, but no marker ever stands on an empty
+    sentence. Later sentences are dropped. A sentence with no tokens at all (e.g. only
+    characters the tokenizer drops) gets no marker. A title is cut so that one marked token
+    of text always fits.
+
+    Returns ``(input_ids, token_type_ids, marker_positions, kept_sentence_indices)``: lists of
+    length ``T <= max_length``, ``T``, ``S`` and ``S`` (``S <= max_sentences``); the i-th marker
+    at ``marker_positions[i]`` belongs to ``spans[kept_sentence_indices[i]]``.
+    """
+    marker = _marker(tokenizer, marker_id)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    if max_length < 4:  # [CLS] <sent> token [SEP]
+        raise ValueError(f"max_length must be at least 4, got {max_length}")
+    ids, types = [cls], [0]
+    if title:
+        title_ids = tokenizer(title, add_special_tokens=False)["input_ids"][: max(0, max_length - 5)]
+        ids += title_ids + [sep]
+        types += [0] * (len(title_ids) + 1)
+    text_type = 1 if title else 0
+    sentences = [text[s:e] for s, e in spans]
+    pieces = tokenizer(sentences, add_special_tokens=False)["input_ids"] if sentences else []
+    positions, kept = [], []
+    for index, piece in enumerate(pieces):
+        if len(kept) >= max_sentences:
+            break
+        if not piece:
+            continue
+        room = max_length - 1 - len(ids)  # keep one slot for the final [SEP]
+        if room < 2:  # a marker needs at least one token of its sentence after it
+            break
+        piece = piece[: room - 1]
+        positions.append(len(ids))
+        kept.append(index)
+        ids += [marker] + piece
+        types += [text_type] * (1 + len(piece))
+    ids.append(sep)
+    types.append(text_type)
+    return ids, types, positions, kept
+
+
+def _pad(rows: Sequence[Sequence[int]], value: int) -> torch.Tensor:
+    longest = max((len(r) for r in rows), default=0)
+    out = torch.full((len(rows), longest), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(list(r), dtype=torch.long)
+    return out
+
+
+def collate_encoded_passages(encoded: Sequence[tuple[list[int], list[int], list[int], list[int]]],
+                             select: Sequence[Sequence[int]] | None, pad_token_id: int) -> dict:
+    """Pad passages from :func:`encode_passage_with_markers` and point ``pool_positions`` at
+    the markers of the selected sentences (see :func:`tokenize_sentence_passages`)."""
+    input_ids = _pad([e[0] for e in encoded], pad_token_id)  # [B, L]
+    token_type_ids = _pad([e[1] for e in encoded], 0)
+    attention_mask = _pad([[1] * len(e[0]) for e in encoded], 0)
+    length = input_ids.shape[1]
+    flat, owner, index = [], [], []
+    for row, (_ids, _types, positions, kept) in enumerate(encoded):
+        where = dict(zip(kept, positions))
+        wanted = kept if select is None else select[row]
+        for sentence in wanted:
+            if sentence not in where:
+                raise ValueError(f"passage row {row}: sentence {sentence} has no marker (kept: {kept})")
+            flat.append(row * length + where[sentence])
+            owner.append(row)
+            index.append(sentence)
+    as_long = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids,
+            "pool_positions": as_long(flat), "sentence_owner": as_long(owner), "sentence_index": as_long(index)}
+
+
+def tokenize_sentence_passages(tokenizer, titles: Sequence[str] | None, texts: Sequence[str],
+                               spans_list: Sequence[Sequence[Span]], max_length: int = DEFAULT_MAX_LENGTH,
+                               max_sentences: int = DEFAULT_MAX_SENTENCES, marker_id: int | None = None,
+                               select: Sequence[Sequence[int]] | None = None) -> dict:
+    """A passage batch with one pooled vector per ``<sent>`` marker.
+
+    Returns padded ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[B, L]`` and, for
+    the ``N`` pooled sentences, ``pool_positions`` ``[N]`` (flat ``b * L + t``, what
+    :meth:`BiEncoder.pool` gathers), ``sentence_owner`` ``[N]`` (the passage row ``b``) and
+    ``sentence_index`` ``[N]`` (the sentence's index in that passage's ``spans``). Vectors are
+    ordered by passage row, then by sentence (or by the order of ``select[b]``, the sentences
+    to pool from passage ``b``; default: every sentence that got a marker). Indexing
+    (one vector per sentence) uses the default; training selects the sampled sentences.
+    """
+    texts = list(texts)
+    titles = list(titles) if titles is not None else [""] * len(texts)
+    if not len(titles) == len(texts) == len(spans_list):
+        raise ValueError(f"{len(titles)} titles, {len(texts)} texts and {len(spans_list)} span lists")
+    marker = _marker(tokenizer, marker_id)
+    encoded = [encode_passage_with_markers(tokenizer, t, x, s, max_length, max_sentences, marker)
+               for t, x, s in zip(titles, texts, spans_list)]
+    return collate_encoded_passages(encoded, select, tokenizer.pad_token_id)
+
+
+def tokenize_marked_questions(tokenizer, questions: Sequence[str], max_length: int = DEFAULT_MAX_LENGTH,
+                              marker_id: int | None = None) -> dict:
+    """``[CLS] <sent> question [SEP]`` truncated to ``max_length``: padded ``input_ids`` /
+    ``attention_mask`` / ``token_type_ids`` ``[B, L]`` and ``pool_positions`` ``[B]`` = ``b * L + 1``
+    (DCSR's ``representation_token_pos=1``: the question vector is the marker's state)."""
+    if max_length < 3:
+        raise ValueError(f"max_length must be at least 3, got {max_length}")
+    marker = _marker(tokenizer, marker_id)
+    pieces = tokenizer(list(questions), add_special_tokens=False)["input_ids"] if len(questions) else []
+    rows = [[tokenizer.cls_token_id, marker] + p[: max_length - 3] + [tokenizer.sep_token_id] for p in pieces]
+    input_ids = _pad(rows, tokenizer.pad_token_id)
+    length = input_ids.shape[1]
+    return {"input_ids": input_ids, "attention_mask": _pad([[1] * len(r) for r in rows], 0),
+            "token_type_ids": torch.zeros_like(input_ids),
+            "pool_positions": torch.arange(len(rows), dtype=torch.long) * length + 1}
+
+
+# ---------------------------------------------------------------------- training samples
+
+
+def _lookup(spans: Mapping[Any, Sequence[Span]] | None, pid: Any):
+    if spans is None or pid is None:
+        return None
+    for key in (pid, str(pid)):
+        if key in spans:
+            return spans[key]
+    try:
+        return spans.get(int(pid))
+    except (TypeError, ValueError):
+        return None
+
+
+class SentenceSampleBuilder(SampleBuilder):
+    """DCSR's sentence-aware samples (Section 3.2, Table 4) for :func:`dcsr.train.train`.
+
+    Settings (besides DPR's): ``sampling``
+
+    - ``"bm25_1"``: positive + 1 random sentence of a random BM25 (hard negative) passage;
+    - ``"bm25_2"``: positive + 2 random sentences from 2 different BM25 passages (from one
+      passage, 2 different sentences, when only one passage is usable);
+    - ``"inpassage_bm25"`` (default, the paper's best): positive + 1 in-passage negative (a
+      random sentence of the gold passage without an answer) + 1 BM25 random sentence; when
+      the gold passage has no answer-free sentence, another BM25 sentence stands in
+      (Section 3.2.2).
+
+    The positive is a random sentence of the gold passage (``positive_ctxs[0]``, or a random
+    one with ``shuffle_positives``) that contains an answer under DPR's matching
+    (:func:`~dcsr.answers.has_answer` on the sentence text). Only sentences that get a marker
+    inside the caps (``max_sentences``, ``passage_max_length``) can be sampled. BM25 passages
+    are ``hard_negative_ctxs`` (DPR's fallback: ``negative_ctxs`` when there are none); if no
+    negative sentence can be found a question simply has fewer negatives (counted).
+
+    Sentence spans come from ``spans`` (passage_id -> ``[(start, end), ...]``, the sentence
+    table; int or str keys) and, for contexts without a passage id or not in the mapping, from
+    :func:`dcsr.sentences.split_sentences`. Contexts whose spans do not fit their text are
+    re-split (counted as ``resplit``).
+
+    A :class:`~dcsr.train.Sample` here has ``passages`` = the distinct passages to encode
+    (gold first) and ``extra["select"][j]`` = the sentences of passage j to pool, positive
+    first; so a question contributes ``1 + negatives`` vectors and its target is the row of
+    its positive among all sentence vectors of the batch. A question that cannot be trained
+    (see :meth:`skip_reason`) yields a Sample with ``extra["skip"]`` set, which
+    :meth:`collate` drops; :attr:`counts` counts reasons and fallbacks. Filter records up
+    front with :meth:`filter_records`, since counts made in DataLoader workers stay there.
+
+    The builder needs the tokenizer to know which sentences fit the caps: pass it, or bind
+    it with :meth:`bind` to hand a class to ``train(builder_cls=...)``.
+    """
+
+    method = "dcsr"
+    SETTINGS = {
+        "sampling": ((str,), "inpassage_bm25", "DCSR negatives: bm25_1, bm25_2 or inpassage_bm25 (Table 4)"),
+        "max_sentences": ((int,), DEFAULT_MAX_SENTENCES, "<sent> markers per passage (DCSR's code: 10)"),
+        "match_type": ((str,), "string", "answer matching for positive sentences: string or regex"),
+    }
+    bound_spans: Mapping[Any, Sequence[Span]] | None = None
+    bound_tokenizer = None
+
+    def __init__(self, settings: Mapping[str, Any], tokenizer=None,
+                 spans: Mapping[Any, Sequence[Span]] | None = None):
+        full = {k: v[1] for k, v in self.SETTINGS.items()}
+        full.update(settings)
+        super().__init__(full)
+        if self.settings["sampling"] not in SAMPLINGS:
+            raise InputError("settings.sampling",
+                             f"expected one of {', '.join(SAMPLINGS)}, found {self.settings['sampling']!r}")
+        if self.settings["max_sentences"] < 1:
+            raise InputError("settings.max_sentences", f"must be at least 1, found {self.settings['max_sentences']!r}")
+        if self.settings["match_type"] not in MATCH_TYPES:
+            raise InputError("settings.match_type",
+                             f"expected one of {', '.join(MATCH_TYPES)}, found {self.settings['match_type']!r}")
+        self.sampling = self.settings["sampling"]
+        self.max_sentences = self.settings["max_sentences"]
+        self.match_type = self.settings["match_type"]
+        self.tokenizer = tokenizer if tokenizer is not None else self.bound_tokenizer
+        self.spans = spans if spans is not None else self.bound_spans
+        self.marker_id = ensure_sentence_marker(self.tokenizer) if self.tokenizer is not None else None
+        self.counts: Counter = Counter()
+
+    @classmethod
+    def bind(cls, tokenizer=None, spans: Mapping[Any, Sequence[Span]] | None = None) -> type["SentenceSampleBuilder"]:
+        """A subclass whose instances use ``tokenizer`` and ``spans``, for ``train(builder_cls=...)``,
+        which constructs the builder from the settings alone."""
+        return type(cls.__name__, (cls,), {"bound_tokenizer": tokenizer, "bound_spans": spans})
+
+    # -------------------------------------------------------------- per passage
+
+    def passage_spans(self, ctx: Mapping[str, Any]) -> list[Span]:
+        """Sentence spans of a context: the sentence table's, else split now."""
+        text = ctx["text"]
+        spans = _lookup(self.spans, ctx.get("passage_id"))
+        if spans is not None:
+            spans = [(int(s), int(e)) for s, e in spans]
+            if all(0 <= s <= e <= len(text) for s, e in spans):
+                return spans
+            self.counts["resplit"] += 1  # the table was built from a different text
+        from .sentences import split_sentences
+
+        return split_sentences(text)
+
+    def encode(self, ctx: Mapping[str, Any]):
+        """``(encoded, spans)``: :func:`encode_passage_with_markers` of a context and its spans."""
+        if self.tokenizer is None:
+            raise ValueError("SentenceSampleBuilder needs a tokenizer (pass it, or use SentenceSampleBuilder.bind)")
+        spans = self.passage_spans(ctx)
+        enc = encode_passage_with_markers(self.tokenizer, ctx.get("title", ""), ctx["text"], spans,
+                                          self.passage_max_length, self.max_sentences, self.marker_id)
+        return enc, spans
+
+    def _answer_split(self, record, ctx, enc, spans) -> tuple[list[int], list[int]]:
+        """Kept sentences of ``ctx`` with and without an answer."""
+        answers = record.get("answers", [])
+        text = ctx["text"]
+        with_answer, without = [], []
+        for i in enc[3]:
+            s, e = spans[i]
+            (with_answer if has_answer(answers, text[s:e], self.match_type) else without).append(i)
+        return with_answer, without
+
+    def skip_reason(self, record: Mapping[str, Any], gold: Mapping[str, Any] | None = None) -> str | None:
+        """Why ``record`` cannot be trained (None: it can): ``no_sentences`` (the gold passage
+        has no sentence), ``no_answer_sentence`` (no sentence contains an answer),
+        ``answer_beyond_cap`` (only sentences cut off by the caps do)."""
+        gold = record["positive_ctxs"][0] if gold is None else gold
+        enc, spans = self.encode(gold)
+        return self._skip(record, gold, enc, spans)[0]
+
+    def _skip(self, record, gold, enc, spans):
+        if not spans:
+            return "no_sentences", [], []
+        with_answer, without = self._answer_split(record, gold, enc, spans)
+        if with_answer:
+            return None, with_answer, without
+        answers = record.get("answers", [])
+        text = gold["text"]
+        if any(has_answer(answers, text[s:e], self.match_type) for s, e in spans):
+            return "answer_beyond_cap", [], []
+        return "no_answer_sentence", [], []
+
+    def filter_records(self, records: Sequence[Mapping[str, Any]]) -> tuple[list, Counter]:
+        """``(trainable records, Counter of skip reasons)``; deterministic (the reason does not
+        depend on the sampling RNG), so filtering once before training is exact. With
+        ``shuffle_positives`` a record is kept when any positive can serve."""
+        kept, reasons = [], Counter()
+        for record in records:
+            golds = record["positive_ctxs"] if self.shuffle_positives else record["positive_ctxs"][:1]
+            found = [self.skip_reason(record, g) for g in golds]
+            if any(r is None for r in found):
+                kept.append(record)
+            else:
+                reasons[found[0]] += 1
+        return kept, reasons
+
+    # -------------------------------------------------------------- sampling
+
+    def sample(self, record: Mapping[str, Any], rng: random.Random, shuffle: bool = True,
+               hard_negatives: int | None = None, other_negatives: int | None = None) -> Sample:
+        """One DCSR sample. ``hard_negatives`` / ``other_negatives`` given explicitly (DPR's
+        average-rank validation) draw one random sentence from each of that many BM25 /
+        other negative passages instead of the ``sampling`` scheme's BM25 sentences."""
+        positives = record["positive_ctxs"]
+        gold = positives[rng.randrange(len(positives))] if shuffle and self.shuffle_positives else positives[0]
+        gold_enc, gold_spans = self.encode(gold)
+        reason, with_answer, without = self._skip(record, gold, gold_enc, gold_spans)
+        if reason is not None:
+            self.counts[f"skipped_{reason}"] += 1
+            return Sample(record["question"], [], 0, {"skip": reason})
+
+        hard = list(record.get("hard_negative_ctxs", []))
+        others = list(record.get("negative_ctxs", []))
+        if shuffle:
+            rng.shuffle(hard)
+            rng.shuffle(others)
+        if not hard:  # DPR's hard_neg_fallback
+            hard = others
+
+        # passages to encode (gold first) and the sentences to pool from each
+        passages: list[Mapping[str, Any]] = [gold]
+        encoded = [gold_enc]
+        select: list[list[int]] = [[rng.choice(with_answer)]]
+
+        ctx_encoded: dict[int, Any] = {}  # negative key -> its encoding (each passage tokenized once)
+        chosen: dict[int, list[int]] = {}  # negative key -> sentences drawn from it
+
+        def candidates(key: int, ctx) -> list[int]:
+            # the sentences of a negative passage that got a marker inside the caps
+            if key not in ctx_encoded:
+                ctx_encoded[key], _ = self.encode(ctx)
+            return ctx_encoded[key][3]
+
+        def draw(ctxs, offset: int, fresh_passage: bool) -> bool:
+            """One random sentence from the first usable passage of ``ctxs`` (a not-yet-used
+            passage if ``fresh_passage``, else any with a sentence left)."""
+            for j, ctx in enumerate(ctxs):
+                key = offset + j
+                if fresh_passage and key in chosen:
+                    continue
+                left = [s for s in candidates(key, ctx) if s not in chosen.get(key, [])]
+                if left:
+                    chosen.setdefault(key, []).append(rng.choice(left))
+                    return True
+            return False
+
+        explicit = hard_negatives is not None or other_negatives is not None
+        negatives_wanted = 0
+        if explicit:
+            n_hard = self.hard_negatives if hard_negatives is None else hard_negatives
+            n_other = self.other_negatives if other_negatives is None else other_negatives
+            for j, ctx in enumerate(record.get("hard_negative_ctxs", [])[:n_hard]):
+                negatives_wanted += 1
+                draw([ctx], j, True)
+            for j, ctx in enumerate(record.get("negative_ctxs", [])[:n_other]):
+                negatives_wanted += 1
+                draw([ctx], 100000 + j, True)
+            if self.sampling == "inpassage_bm25" and without:
+                negatives_wanted += 1
+                select[0].append(rng.choice(without))
+        elif self.sampling == "bm25_1":
+            negatives_wanted = 1
+            draw(hard, 0, True)
+        elif self.sampling == "bm25_2":
+            negatives_wanted = 2
+            for _ in range(2):
+                # two different passages when available, else another sentence of one already used
+                if not draw(hard, 0, True):
+                    draw(hard, 0, False)
+        else:  # inpassage_bm25
+            negatives_wanted = 2
+            if without:
+                select[0].append(rng.choice(without))
+            else:
+                self.counts["inpassage_fallback"] += 1
+            draw(hard, 0, True)
+            if not without:
+                # Section 3.2.2: "substituted by another easy negative sentence from the
+                # corresponding BM25 negative passage" - the same passage first, else the next one
+                draw(hard, 0, False)
+
+        for key in sorted(chosen):  # each negative passage once, with all its drawn sentences
+            ctx = record.get("negative_ctxs", [])[key - 100000] if key >= 100000 else (
+                record.get("hard_negative_ctxs", [])[key] if explicit else hard[key])
+            passages.append(ctx)
+            encoded.append(ctx_encoded[key])
+            select.append(chosen[key])
+        n_neg = sum(len(s) for s in select) - 1
+        if n_neg < negatives_wanted:
+            self.counts["missing_negatives"] += negatives_wanted - n_neg
+        self.counts["samples"] += 1
+        return Sample(record["question"], list(passages), 0, {"select": select, "encoded": encoded})
+
+    # -------------------------------------------------------------- batching
+
+    def collate(self, tokenizer, samples: Sequence[Sample]) -> Batch:
+        """Tokenize samples into a :class:`~dcsr.train.Batch` of sentence vectors.
+
+        ``q``: marked questions ``[B, Lq]`` with ``pool_positions`` ``[B]``; ``p``: the samples'
+        passages ``[P, Lp]`` with ``pool_positions`` / ``sentence_owner`` / ``sentence_index``
+        ``[N]``, ``N = sum_i (1 + negatives_i)``; ``positive_index`` ``[B]``: the row of question
+        i's positive among the ``N`` vectors (its first selected sentence). Skipped samples
+        are dropped, so ``B`` may be smaller than ``len(samples)``.
+        """
+        marker = self.marker_id if self.marker_id is not None else ensure_sentence_marker(tokenizer)
+        kept = [s for s in samples if not s.extra.get("skip")]
+        questions, encoded, select, positive_index = [], [], [], []
+        vectors = 0
+        for s in kept:
+            questions.append(s.question)
+            positive_index.append(vectors)  # the positive is the first pooled vector of the sample
+            for ctx, enc, chosen in zip(s.passages, s.extra.get("encoded") or [None] * len(s.passages),
+                                        s.extra["select"]):
+                if enc is None:
+                    spans = self.passage_spans(ctx)
+                    enc = encode_passage_with_markers(tokenizer, ctx.get("title", ""), ctx["text"], spans,
+                                                      self.passage_max_length, self.max_sentences, marker)
+                encoded.append(enc)
+                select.append(list(chosen))
+                vectors += len(chosen)
+        q = tokenize_marked_questions(tokenizer, questions, self.question_max_length, marker)
+        p = collate_encoded_passages(encoded, select, tokenizer.pad_token_id)
+        return Batch(q, p, torch.tensor(positive_index, dtype=torch.long), len(kept))
+
+
+# ---------------------------------------------------------------------- score normalization
+
+
+def sentences_to_retrieve(k_passages: int = 100, *, avg_sentences_per_passage: float) -> int:
+    """DCSR retrieves the top ``k_passages * k`` sentences (``k``: mean sentences per passage,
+    :func:`dcsr.sentences.average_sentences_per_passage`) to rank ``k_passages`` passages."""
+    if k_passages < 1 or avg_sentences_per_passage <= 0:
+        raise ValueError("k_passages and avg_sentences_per_passage must be positive")
+    # round first: 100 * 1.45 is 144.99999999999997 in floating point
+    return int(math.ceil(round(k_passages * avg_sentences_per_passage, 9)))
+
+
+def _log1mexp(logp: np.ndarray) -> np.ndarray:
+    """``log(1 - exp(logp))`` for ``logp <= 0``, accurate at both ends (Maechler 2012)."""
+    out = np.empty_like(logp)
+    near_one = logp > -math.log(2.0)
+    with np.errstate(divide="ignore"):
+        out[near_one] = np.log(-np.expm1(logp[near_one]))
+    out[~near_one] = np.log1p(-np.exp(logp[~near_one]))
+    return out
+
+
+def hasans_topk(scores, pids, temperature: float = 1.0, top_passages: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """Passage ranking by HasAns (DCSR Section 3.3), for a batch of questions.
+
+    scores: ``[Q, M]`` sentence scores (dot products) of each question's retrieved sentences;
+    pids: ``[Q, M]`` int, the passage of each sentence, ``-1`` for padding (ignored).
+
+    Per question: ``p = softmax(scores / temperature)`` over its (non-padding) sentences (the
+    official code uses no temperature: 1.0), then ``HasAns(P) = 1 - prod_{s in P} (1 - p_s)``
+    computed in log space, ``-expm1(sum_s log(1 - p_s))`` with ``log(1 - p)`` from ``log p``
+    (``log1p(-p)`` for small p, ``log(-expm1(log p))`` near 1): a naive ``1 - prod(1 - p)`` loses
+    most digits when thousands of tiny ``p_s`` add up (``1 - p`` rounds) and hits ``log(0)`` for
+    ``p`` = 1. Passages are ranked by ``sum_s log(1 - p_s)`` ascending (HasAns descending, at
+    full precision), ties broken by the smaller passage id.
+
+    Returns ``(top_pids [Q, k], hasans [Q, k])``, ``k = min(top_passages, most passages of
+    any question)``; rows with fewer passages are padded with pid ``-1`` and score ``nan``.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    pids = np.asarray(pids, dtype=np.int64)
+    if scores.ndim == 1:
+        scores, pids = scores[None, :], pids[None, :]
+    if scores.shape != pids.shape or scores.ndim != 2:
+        raise ValueError(f"scores {scores.shape} and pids {pids.shape} must both be [Q, M]")
+    if temperature <= 0:
+        raise ValueError("temperature must be positive")
+    q, m = scores.shape
+    valid = pids >= 0
+    if m == 0 or not valid.any():
+        return np.full((q, 0), -1, dtype=np.int64), np.full((q, 0), np.nan)
+    z = np.where(valid, scores / temperature, -np.inf)
+    top = np.max(z, axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        logp = z - top - np.log(np.sum(np.exp(z - top), axis=1, keepdims=True))  # [Q, M] log softmax
+    log1m = np.zeros_like(logp)
+    log1m[valid] = _log1mexp(logp[valid])  # padding contributes log(1) = 0
+
+    # group-sum by (question, passage): sort the valid entries by question then pid
+    rows = np.broadcast_to(np.arange(q)[:, None], (q, m))[valid]
+    flat_pid, flat_val = pids[valid], log1m[valid]
+    order = np.lexsort((flat_pid, rows))
+    rows, flat_pid, flat_val = rows[order], flat_pid[order], flat_val[order]
+    start = np.ones(len(rows), dtype=bool)
+    start[1:] = (rows[1:] != rows[:-1]) | (flat_pid[1:] != flat_pid[:-1])
+    first = np.flatnonzero(start)
+    g_row, g_pid = rows[first], flat_pid[first]
+    g_log = np.add.reduceat(flat_val, first)  # sum log(1 - p) per passage
+
+    # rank inside each question: log sum ascending (HasAns descending), then smaller pid
+    rank = np.lexsort((g_pid, g_log, g_row))
+    g_row, g_pid, g_log = g_row[rank], g_pid[rank], g_log[rank]
+    counts = np.bincount(g_row, minlength=q)
+    k = int(min(top_passages, counts.max()))
+    out_pid = np.full((q, k), -1, dtype=np.int64)
+    out_score = np.full((q, k), np.nan)
+    row_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = np.arange(len(g_row)) - row_start[g_row]  # position of each group inside its question
+    keep = pos < k
+    out_pid[g_row[keep], pos[keep]] = g_pid[keep]
+    out_score[g_row[keep], pos[keep]] = -np.expm1(g_log[keep])
+    return out_pid, out_score
+
+
+def hasans_scores(sentence_scores, sentence_passage_ids, temperature: float = 1.0,
+                  top_passages: int = 100) -> list[tuple[int, float]]:
+    """One question's passages as ``[(passage_id, HasAns), ...]``, best first (at most
+    ``top_passages``), from its retrieved sentences' scores ``[M]`` and passage ids ``[M]``
+    (``-1``: padding). See :func:`hasans_topk`."""
+    pids, values = hasans_topk(np.asarray(sentence_scores)[None, :], np.asarray(sentence_passage_ids)[None, :],
+                               temperature, top_passages)
+    return [(int(p), float(v)) for p, v in zip(pids[0], values[0]) if p >= 0]
