@@ -39,6 +39,11 @@ rule generate_dataset:
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
         domain=lambda wc: dataset_cfg(wc.dataset)["generated"],
         seed=config["seed"],
+        fractions=lambda wc: " ".join(
+            f"--{key.replace('_', '-')} {value}"
+            for key, value in config["corpora"][wc.corpus]["generate"].items()
+            if key in ("dev_fraction", "test_fraction")
+        ),
     threads: 1
     resources:
         mem_mb=resources_for("generate_dataset", "mem_mb"),
@@ -47,5 +52,5 @@ rule generate_dataset:
         "../envs/cpu.yaml"
     shell:
         "python {params.script} --seed {params.seed} --n-entities {params.n_entities}"
-        " --domain {params.domain} --train-out {output.train} --dev-out {output.dev}"
+        " {params.fractions} --domain {params.domain} --train-out {output.train} --dev-out {output.dev}"
         " --test-out {output.test} 2> {log}"

@@ -23,16 +23,18 @@ def main():
     ap.add_argument("--train-out")
     ap.add_argument("--dev-out")
     ap.add_argument("--test-out")
-    ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--n-entities", type=int, default=1300)
+    # Unset options take the generator's own defaults (dcsr.synth), defined there once.
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--n-entities", type=int, default=None)
     ap.add_argument("--domains", default="encyclopedia",
                     help=f"comma-separated domain names for --out-dir (known: {','.join(DEFAULT_DOMAINS)})")
-    ap.add_argument("--dev-fraction", type=float, default=0.08)
-    ap.add_argument("--test-fraction", type=float, default=0.08)
+    ap.add_argument("--dev-fraction", type=float, default=None)
+    ap.add_argument("--test-fraction", type=float, default=None)
     ap.add_argument("--train-per-domain", type=int, default=None, help="cap on training questions per domain")
     a = ap.parse_args()
-    common = dict(seed=a.seed, n_entities=a.n_entities, train_per_domain=a.train_per_domain,
-                  dev_fraction=a.dev_fraction, test_fraction=a.test_fraction)
+    given = dict(seed=a.seed, n_entities=a.n_entities, train_per_domain=a.train_per_domain,
+                 dev_fraction=a.dev_fraction, test_fraction=a.test_fraction)
+    common = {k: v for k, v in given.items() if v is not None}
     if a.out_dir:
         domains = [d.strip() for d in a.domains.split(",") if d.strip()]
         summary = generate_demo(a.out_dir, domains=domains, **common)
@@ -41,8 +43,7 @@ def main():
             raise InputError("arguments", "--domain needs --train-out, --dev-out and --test-out")
         if not (a.corpus_out or a.domain):
             raise InputError("arguments", "give --out-dir, --corpus-out or --domain")
-        data = build_demo(a.seed, a.n_entities, [a.domain] if a.domain else ["encyclopedia"],
-                          a.train_per_domain, a.dev_fraction, a.test_fraction)
+        data = build_demo(domains=[a.domain] if a.domain else ["encyclopedia"], **common)
         outs = {a.domain: {"train": a.train_out, "dev": a.dev_out, "test": a.test_out}} if a.domain else None
         write_demo(data, corpus_out=a.corpus_out, dataset_outs=outs)
         summary = summarize(data)
