@@ -1,7 +1,9 @@
 """What every benchmark records about the machine it ran on."""
 
+import json
 import os
 import platform
+from pathlib import Path
 
 import torch
 
@@ -19,3 +21,12 @@ def cpu_model() -> str:
 def machine() -> str:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return f"{os.cpu_count()} cores, {cpu_model()}, {gpu}, torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+def emit(result: dict, out: str | None) -> None:
+    """Print a benchmark's result as JSON, and write it to ``out`` when given."""
+    text = json.dumps(result, indent=1)
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")

@@ -11,13 +11,11 @@ hits both alike. Reports the median passages/s of each and their ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
 from datetime import date
 from itertools import islice
-from pathlib import Path
 
 import torch
 
@@ -35,7 +33,7 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(a.threads)
 
-    from benchmarks_common import machine
+    from benchmarks_common import emit, machine
     from sentence_transformers import SentenceTransformer
 
     from dcsr.checkpoints import resolve_checkpoint
@@ -76,10 +74,7 @@ def main():
         "passages_per_s_median": {k: len(passages) / v for k, v in med.items()},
         "ratio_dcsr_over_st": med["sentence-transformers"] / med["dcsr"],
     }
-    print(json.dumps(result, indent=1))
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    emit(result, a.out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from benchmarks_common import machine  # noqa: E402  (benchmarks/ on sys.path when run as a script)
+    from benchmarks_common import emit, machine  # benchmarks/ is on sys.path when run as a script
 
     from dcsr.train import train
 
@@ -52,10 +52,7 @@ def main():
               "hard_negatives": 1, "passage_max_length": a.passage_max_length, "steps_timed": len(deltas),
               "median_seconds_per_step": med, "steps_per_second": 1 / med,
               "questions_per_second": a.batch_size / med}
-    print(json.dumps(result, indent=1))
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    emit(result, a.out)
 
 
 if __name__ == "__main__":
