@@ -24,7 +24,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --profile profiles/local
-	@echo; echo "Results table: $(CURDIR)/results/tables/dpr_baseline.md"; echo; cat results/tables/dpr_baseline.md
+	@echo; echo "Results table: $(CURDIR)/results/tables/dpr_dcsr.md"; echo; cat results/tables/dpr_dcsr.md
 
 test: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -ra

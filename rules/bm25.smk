@@ -8,7 +8,7 @@ rule index_bm25:
     output:
         directory(BM25_INDEX),
     log:
-        "logs/index_bm25/{corpus}.log",
+        log_path("index_bm25", "{corpus}"),
     benchmark:
         bench_path("index_bm25", "{corpus}")
     params:
@@ -32,7 +32,7 @@ rule mine_bm25_negatives:
     output:
         MINED_TRAIN,
     log:
-        "logs/mine_bm25_negatives/{dataset}.log",
+        log_path("mine_bm25_negatives", "{dataset}"),
     benchmark:
         bench_path("mine_bm25_negatives", "{dataset}")
     params:
@@ -63,7 +63,7 @@ rule search_bm25:
     output:
         RUN.replace("{qmodel}/{pmodel}", "bm25/bm25"),
     log:
-        "logs/search_bm25/{corpus}/{dataset}.log",
+        log_path("search_bm25", "{corpus}/{dataset}"),
     benchmark:
         bench_path("search_bm25", "{corpus}/{dataset}")
     params:

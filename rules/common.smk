@@ -59,6 +59,7 @@ CHECKPOINT_DIR = f"{R}/checkpoints/{{model}}"
 QUERY_VECTORS = f"{R}/queries/{{qmodel}}/{{dataset}}.npy"
 SHARD_VECTORS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"
 SHARD_IDS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.ids.npy"
+SHARD_SENTENCE_NUMBERS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.sents.npy"
 SHARD_INDEX = f"{R}/index/{{corpus}}/{{pmodel}}/shard-{{shard}}.faiss"
 SHARD_HITS = f"{R}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}/shard-{{shard}}.npz"
 # BM25 is the (question, passage) "encoder pair" (bm25, bm25), so every retriever's run,
@@ -68,10 +69,16 @@ METRICS = f"{R}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
 QUESTION_RESULTS = f"{R}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
 TABLE_CSV = f"{R}/tables/{{table}}.csv"
 TABLE_MD = f"{R}/tables/{{table}}.md"
+# DCSR Table 1 (questions per gold passage of every dataset's training set) and Figure 4
+# (in-batch dev accuracy after each epoch, per training dataset)
+TABLE1_CSV = f"{R}/tables/table1_questions_per_passage.csv"
+TABLE1_MD = f"{R}/tables/table1_questions_per_passage.md"
+VALIDATION_PNG = f"{R}/figures/validation-{{dataset}}.png"
+VALIDATION_CSV = f"{R}/figures/validation-{{dataset}}.csv"
 
 
 def log_path(rule_name, name):
-    return f"logs/{rule_name}/{name}.log"
+    return f"{R}/logs/{rule_name}/{name}.log"
 
 
 def bench_path(rule_name, name):
@@ -116,6 +123,27 @@ def trained_models():
     return [m for m, mc in config["models"].items() if "train_on" in mc]
 
 
+def models_trained_on(dataset):
+    return [m for m in trained_models() if config["models"][m]["train_on"] == dataset]
+
+
+def squad_corpora():
+    return [c for c, cc in config["corpora"].items() if "squad" in cc]
+
+
+def squad_args(corpus):
+    """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's defaults)."""
+    sq = config["corpora"][corpus]["squad"]
+    args = ["--source", sq["source"], "--seed", config["seed"]]
+    if sq.get("sha256"):
+        args += ["--sha256", sq["sha256"]]
+    if "passage_words" in sq:
+        args += ["--passage-words", sq["passage_words"]]
+    for split, size in sq.get("split", {}).items():
+        args += [f"--{split}", size]
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
 def untrained_models():
     return [m for m, mc in config["models"].items() if "train_on" not in mc]
 
@@ -125,8 +153,25 @@ def one_of(names):
     return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
+def model_method(model):
+    """dpr (one vector per passage) or dcsr (one vector per sentence)."""
+    return config["models"][model]["method"]
+
+
+def is_dcsr(model):
+    return model in config["models"] and model_method(model) == "dcsr"
+
+
+# DCSR's settings (config section `dcsr`) that the trainer and the embedder read from a model
+DCSR_TRAIN_KEYS = ("sampling", "max_sentences")
+
+
 def train_settings(model):
     settings = dict(config["train"])
+    if is_dcsr(model):
+        settings.update({k: v for k, v in config.get("dcsr", {}).items() if k in DCSR_TRAIN_KEYS})
+        if "train_on" in config["models"][model]:
+            settings["match_type"] = match_type(config["models"][model]["train_on"])
     settings.update(config["models"][model].get("train", {}))
     settings.pop("gpus", None)
     return settings
@@ -173,4 +218,38 @@ def final_outputs():
         out.append(MODEL_DIR.format(model=model))
     # the sentence table of every corpus (DCSR's index keys), with its statistics
     out += [SENTENCE_STATS.format(corpus=c) for c in config["corpora"]]
+    out += [TABLE1_CSV, TABLE1_MD]
+    for ds in sorted({config["models"][m]["train_on"] for m in trained_models()}):
+        out += [VALIDATION_PNG.format(dataset=ds), VALIDATION_CSV.format(dataset=ds)]
     return out
+
+
+# ------------------------------------------------------------------ rule inputs
+def train_inputs(wc):
+    ds = config["models"][wc.model]["train_on"]
+    inputs = {"train": training_file(ds), "dev": dataset_file(ds, "dev")}
+    if is_dcsr(wc.model):  # DCSR's sentence spans of the passages it trains on
+        inputs["sentences"] = SENTENCES.format(corpus=corpus_of(ds))
+    return inputs
+
+
+def embed_shard_inputs(wc):
+    inputs = {"model": MODEL_DIR.format(model=wc.pmodel), "corpus": corpus_tsv(wc.corpus)}
+    if is_dcsr(wc.pmodel):  # one vector per sentence of the sentence table
+        inputs["sentences"] = SENTENCES.format(corpus=wc.corpus)
+    return inputs
+
+
+def search_shard_inputs(wc):
+    inputs = {"index": SHARD_INDEX.format(**wc), "ids": SHARD_IDS.format(**wc), "queries": QUERY_VECTORS.format(**wc)}
+    if is_dcsr(wc.pmodel) and "sentences_per_passage" not in config.get("dcsr", {}):
+        inputs["stats"] = SENTENCE_STATS.format(corpus=wc.corpus)  # k = mean sentences per passage
+    return inputs
+
+
+def sentence_depth_args(wc, input):
+    """DCSR: search the top 100 x k sentences (k from the config, else the corpus mean)."""
+    if not is_dcsr(wc.pmodel):
+        return ""
+    k = config.get("dcsr", {}).get("sentences_per_passage")
+    return f"--sentences-per-passage {k}" if k is not None else f"--sentence-stats {input.stats}"

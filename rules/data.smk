@@ -1,4 +1,5 @@
-# Data: the generated demo encyclopedia and its QA datasets, in DPR's formats.
+# Data, in DPR's formats: the generated demo encyclopedia and its QA datasets, or a SQuAD
+# v1.1 JSON (local or downloaded) cut into 100-word passages with its questions split by article.
 # The generator is deterministic from the seed, so the corpus and each dataset are made by
 # separate jobs that regenerate the same world and keep only their own files.
 
@@ -6,8 +7,10 @@
 rule generate_corpus:
     output:
         CORPUS_TSV,
+    wildcard_constraints:
+        corpus=one_of([c for c, cc in config["corpora"].items() if "generate" in cc]),
     log:
-        "logs/generate_corpus/{corpus}.log",
+        log_path("generate_corpus", "{corpus}"),
     benchmark:
         bench_path("generate_corpus", "{corpus}")
     params:
@@ -30,8 +33,10 @@ rule generate_dataset:
         train=GENERATED_TRAIN,
         dev=GENERATED_DEV,
         test=GENERATED_TEST,
+    wildcard_constraints:
+        dataset=one_of([d for d, ds in config["datasets"].items() if "generated" in ds]),
     log:
-        "logs/generate_dataset/{corpus}/{dataset}.log",
+        log_path("generate_dataset", "{corpus}/{dataset}"),
     benchmark:
         bench_path("generate_dataset", "{corpus}/{dataset}")
     params:
@@ -53,4 +58,34 @@ rule generate_dataset:
     shell:
         "python {params.script} --seed {params.seed} --n-entities {params.n_entities}"
         " {params.fractions} --domain {params.domain} --train-out {output.train} --dev-out {output.dev}"
+        " --test-out {output.test} 2> {log}"
+
+
+# A SQuAD corpus is built together with its one dataset, which carries the corpus's name
+# (config: datasets.<corpus>: {corpus: <corpus>, squad: true}).
+rule prepare_squad:
+    output:
+        corpus=CORPUS_TSV,
+        train=GENERATED_TRAIN.replace("{dataset}", "{corpus}"),
+        dev=GENERATED_DEV.replace("{dataset}", "{corpus}"),
+        test=GENERATED_TEST.replace("{dataset}", "{corpus}"),
+    log:
+        log_path("prepare_squad", "{corpus}"),
+    benchmark:
+        bench_path("prepare_squad", "{corpus}")
+    wildcard_constraints:
+        corpus=one_of(squad_corpora()),
+    params:
+        script=f"{SCRIPTS}/prepare_squad.py",
+        args=lambda wc: squad_args(wc.corpus),
+        download_dir=f"{R}/downloads/squad",
+    threads: 1
+    resources:
+        mem_mb=resources_for("prepare_squad", "mem_mb"),
+        runtime=resources_for("prepare_squad", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} {params.args} --download-dir {params.download_dir}"
+        " --corpus-out {output.corpus} --train-out {output.train} --dev-out {output.dev}"
         " --test-out {output.test} 2> {log}"

@@ -1,18 +1,19 @@
 # Dense vectors: the corpus in independent shards (one job each) through a passage
-# encoder, and each test set's questions through a question encoder.
+# encoder (DPR: a vector per passage; DCSR: a vector per sentence), and each test set's
+# questions through a question encoder.
 
 
 rule embed_shard:
     input:
-        model=MODEL_DIR.replace("{model}", "{pmodel}"),
-        corpus=lambda wc: corpus_tsv(wc.corpus),
+        unpack(embed_shard_inputs),
     output:
         vectors=SHARD_VECTORS,
         ids=SHARD_IDS,
+        sentence_numbers=SHARD_SENTENCE_NUMBERS,
     wildcard_constraints:
         pmodel=DENSE_MODEL,
     log:
-        "logs/embed_shard/{corpus}/{pmodel}/{shard}.log",
+        log_path("embed_shard", "{corpus}/{pmodel}/{shard}"),
     benchmark:
         bench_path("embed_shard", "{corpus}/{pmodel}/{shard}")
     params:
@@ -20,6 +21,7 @@ rule embed_shard:
         shards=config["embed"]["shards"],
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"].get("fp16") else "",
+        sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.pmodel) else "",
     threads: 2
     resources:
         mem_mb=resources_for("embed_shard", "mem_mb"),
@@ -30,7 +32,8 @@ rule embed_shard:
     shell:
         "python {params.script} --model {input.model} --corpus {input.corpus} --shard {wildcards.shard}"
         " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16}"
-        " --vectors {output.vectors} --ids {output.ids} 2> {log}"
+        " --vectors {output.vectors} --ids {output.ids} --sentence-numbers {output.sentence_numbers}"
+        " {params.sentences} 2> {log}"
 
 
 rule embed_questions:
@@ -42,7 +45,7 @@ rule embed_questions:
     wildcard_constraints:
         qmodel=DENSE_MODEL,
     log:
-        "logs/embed_questions/{qmodel}/{dataset}.log",
+        log_path("embed_questions", "{qmodel}/{dataset}"),
     benchmark:
         bench_path("embed_questions", "{qmodel}/{dataset}")
     params:

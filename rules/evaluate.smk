@@ -10,7 +10,7 @@ rule evaluate_topk:
         metrics=METRICS,
         questions=QUESTION_RESULTS,
     log:
-        "logs/evaluate_topk/{corpus}/{qmodel}/{pmodel}/{dataset}.log",
+        log_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}"),
     benchmark:
         bench_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:

@@ -1,5 +1,7 @@
 # FAISS: one index per vector shard, one search job per (question encoder, passage shard,
-# test set), and an exact top-k merge over the shards into a TREC run.
+# test set), and an exact top-k merge over the shards into a TREC run. For a DCSR passage
+# encoder the vectors are sentences: each shard returns its top 100 x k sentences and the
+# merge ranks passages by HasAns (score normalization, DCSR Section 3.3).
 
 
 rule index_shard:
@@ -10,7 +12,7 @@ rule index_shard:
     wildcard_constraints:
         pmodel=DENSE_MODEL,
     log:
-        "logs/index_shard/{corpus}/{pmodel}/{shard}.log",
+        log_path("index_shard", "{corpus}/{pmodel}/{shard}"),
     benchmark:
         bench_path("index_shard", "{corpus}/{pmodel}/{shard}")
     params:
@@ -31,22 +33,21 @@ rule index_shard:
 
 rule search_shard:
     input:
-        index=SHARD_INDEX,
-        ids=SHARD_IDS,
-        queries=QUERY_VECTORS,
+        unpack(search_shard_inputs),
     output:
         temp(SHARD_HITS),
     wildcard_constraints:
         qmodel=DENSE_MODEL,
         pmodel=DENSE_MODEL,
     log:
-        "logs/search_shard/{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}.log",
+        log_path("search_shard", "{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}"),
     benchmark:
         bench_path("search_shard", "{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}")
     params:
         script=f"{SCRIPTS}/search_shard.py",
         k=config["search"].get("k", 100),
         gpu=str(config["index"].get("gpu", "auto")).lower(),
+        depth=sentence_depth_args,
     threads: 2
     resources:
         mem_mb=resources_for("search_shard", "mem_mb"),
@@ -56,7 +57,7 @@ rule search_shard:
         "../envs/gpu.yaml"
     shell:
         "python {params.script} --index {input.index} --ids {input.ids} --queries {input.queries}"
-        " --output {output} --k {params.k} --gpu {params.gpu} 2> {log}"
+        " --output {output} --k {params.k} --gpu {params.gpu} {params.depth} 2> {log}"
 
 
 rule merge_runs:
@@ -68,13 +69,16 @@ rule merge_runs:
         qmodel=DENSE_MODEL,
         pmodel=DENSE_MODEL,
     log:
-        "logs/merge_runs/{corpus}/{qmodel}/{pmodel}/{dataset}.log",
+        log_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}"),
     benchmark:
         bench_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/merge_runs.py",
         k=config["search"].get("k", 100),
         tag=lambda wc: f"{wc.qmodel}--{wc.pmodel}",
+        hasans=lambda wc: (
+            f"--hasans --temperature {config.get('dcsr', {}).get('temperature', 1.0)}" if is_dcsr(wc.pmodel) else ""
+        ),
     threads: 1
     resources:
         mem_mb=resources_for("merge_runs", "mem_mb"),
@@ -82,4 +86,4 @@ rule merge_runs:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --output {output} --k {params.k} --tag {params.tag} {input} 2> {log}"
+        "python {params.script} --output {output} --k {params.k} --tag {params.tag} {params.hasans} {input} 2> {log}"

@@ -8,7 +8,7 @@ rule split_sentences:
         table=SENTENCES,
         stats=SENTENCE_STATS,
     log:
-        "logs/split_sentences/{corpus}.log",
+        log_path("split_sentences", "{corpus}"),
     benchmark:
         bench_path("split_sentences", "{corpus}")
     params:

@@ -1,4 +1,4 @@
-# Bi-encoders: export the untrained checkpoint, or train DPR (one process on a CPU,
+# Bi-encoders: export the untrained checkpoint, or train DPR / DCSR (one process on a CPU,
 # torchrun + DDP over `train.gpus` GPUs). Checkpoints live outside the rule's output, so a
 # killed job resumes from its last checkpoint when Snakemake runs it again.
 
@@ -7,7 +7,7 @@ rule export_encoder:
     output:
         directory(MODEL_DIR),
     log:
-        "logs/export_encoder/{model}.log",
+        log_path("export_encoder", "{model}"),
     benchmark:
         bench_path("export_encoder", "{model}")
     wildcard_constraints:
@@ -16,6 +16,7 @@ rule export_encoder:
         script=f"{SCRIPTS}/export_encoder.py",
         init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
         settings=lambda wc: shlex.quote(json.dumps(train_settings(wc.model))),
+        method=lambda wc: model_method(wc.model),
     threads: 1
     resources:
         mem_mb=resources_for("export_encoder", "mem_mb"),
@@ -23,17 +24,17 @@ rule export_encoder:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --init {params.init} --output {output} --settings {params.settings} 2> {log}"
+        "python {params.script} --init {params.init} --output {output} --settings {params.settings}"
+        " --method {params.method} 2> {log}"
 
 
 rule train_biencoder:
     input:
-        train=lambda wc: training_file(config["models"][wc.model]["train_on"]),
-        dev=lambda wc: dataset_file(config["models"][wc.model]["train_on"], "dev"),
+        unpack(train_inputs),
     output:
         directory(MODEL_DIR),
     log:
-        "logs/train_biencoder/{model}.log",
+        log_path("train_biencoder", "{model}"),
     benchmark:
         bench_path("train_biencoder", "{model}")
     wildcard_constraints:
@@ -43,6 +44,8 @@ rule train_biencoder:
         init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
         settings=lambda wc: shlex.quote(json.dumps(train_settings(wc.model))),
         checkpoints=lambda wc: CHECKPOINT_DIR.format(model=wc.model),
+        method=lambda wc: model_method(wc.model),
+        sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.model) else "",
         launcher=lambda wc: (
             f"torchrun --standalone --nproc_per_node {model_gpus(wc.model)}"
             if model_gpus(wc.model) > 1
@@ -57,4 +60,5 @@ rule train_biencoder:
         "../envs/gpu.yaml"
     shell:
         "{params.launcher} {params.script} --train {input.train} --dev {input.dev} --init {params.init}"
-        " --output {output} --checkpoint-dir {params.checkpoints} --settings {params.settings} 2> {log}"
+        " --output {output} --checkpoint-dir {params.checkpoints} --settings {params.settings}"
+        " --method {params.method} {params.sentences} 2> {log}"

@@ -36,7 +36,7 @@ def test_wrong_type_is_reported_with_its_key(cfg, repo):
         (lambda c: c["datasets"]["encyclopedia"].update(corpus="nope"), "datasets.encyclopedia.corpus"),
         (lambda c: c["models"]["dpr"].update(init="bert"), "models.dpr.init"),
         (lambda c: c["models"]["dpr"].update(train_on="nq"), "models.dpr.train_on"),
-        (lambda c: c["tables"]["dpr_baseline"]["rows"][2].update(question="dcsr"), "tables.dpr_baseline.rows.2.question"),
+        (lambda c: c["tables"]["dpr_dcsr"]["rows"][2].update(question="nope"), "tables.dpr_dcsr.rows.2.question"),
     ],
 )
 def test_cross_reference_errors_name_the_key(cfg, mutate, key):

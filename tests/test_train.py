@@ -259,7 +259,7 @@ def test_export_untrained(tmp_path, repo, tiny_bert):
         env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     tokenizer, model, meta = load_biencoder(out)
-    assert meta["method"] == "untrained" and meta["step"] == 0 and meta["passage_max_length"] == 128
+    assert meta["method"] == "dpr" and meta["trained"] is False and meta["step"] == 0 and meta["passage_max_length"] == 128
     assert model.pooling == "mean"
     _, base = build_biencoder(str(tiny_bert))
     for a, b in zip(model.passage_model.state_dict().values(), base.passage_model.state_dict().values()):

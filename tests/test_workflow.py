@@ -1,11 +1,13 @@
 """The real DAG: lint, a dry run, and one end-to-end run on a tiny config."""
 
 import csv
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -52,23 +54,43 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over))
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     results = tmp_path / "results"
-    rows = list(csv.DictReader(open(results / "tables" / "dpr_baseline.csv")))
+    rows = list(csv.DictReader(open(results / "tables" / "dpr_dcsr.csv")))
     got = {(row["row"], row["metric"]): float(row["ours"]) for row in rows}
-    assert set(r for r, _ in got) == {"BM25", "Untrained MiniLM", "DPR"}
+    labels = ("BM25", "Untrained MiniLM (passages)", "Untrained MiniLM (sentences + HasAns)", "DPR", "DCSR")
+    assert set(r for r, _ in got) == set(labels)
     for (row, metric), value in got.items():
         assert 0.0 <= value <= 100.0
     # recall is monotone in k for every row
-    for row in ("BM25", "Untrained MiniLM", "DPR"):
+    for row in labels:
         vals = [got[(row, f"top{k}")] for k in (1, 5, 20, 100)]
         assert vals == sorted(vals), (row, vals)
     # the tiny corpus has fewer than 100 passages per question's reach: top-100 sees them all
     assert got[("BM25", "top100")] == 100.0
-    # every rule wrote a log, and the trained model has the documented layout
-    assert (tmp_path / "logs" / "train_biencoder" / "dpr.log").stat().st_size > 0
-    for part in ("question_encoder", "passage_encoder", "dcsr.json"):
-        assert (results / "models" / "dpr" / part).exists()
-    md = (results / "tables" / "dpr_baseline.md").read_text()
-    assert "| DPR | encyclopedia |" in md
+    # every rule wrote a log, and the trained models have the documented layout
+    for model, method in (("dpr", "dpr"), ("dcsr", "dcsr")):
+        assert (results / "logs" / "train_biencoder" / f"{model}.log").stat().st_size > 0
+        for part in ("question_encoder", "passage_encoder", "dcsr.json"):
+            assert (results / "models" / model / part).exists()
+        assert json.loads((results / "models" / model / "dcsr.json").read_text())["method"] == method
+    # DCSR trains on sentences: its log reports the questions it could use
+    assert "questions have an answer-bearing sentence" in (results / "logs" / "train_biencoder" / "dcsr.log").read_text()
+    # DCSR's index holds one vector per sentence: more vectors than passages, passage ids repeat
+    ids = np.concatenate([np.load(results / "embeddings" / "demo" / "dcsr" / f"shard-{i}.ids.npy") for i in (0, 1)])
+    sents = np.concatenate([np.load(results / "embeddings" / "demo" / "dcsr" / f"shard-{i}.sents.npy") for i in (0, 1)])
+    dpr_ids = np.concatenate([np.load(results / "embeddings" / "demo" / "dpr" / f"shard-{i}.ids.npy") for i in (0, 1)])
+    assert len(ids) > len(dpr_ids) and set(ids) == set(dpr_ids) and sents.min() == 0
+    # the DCSR run ranks distinct passages (HasAns), 100 per question
+    run = (results / "runs" / "demo" / "dcsr" / "dcsr" / "encyclopedia.trec").read_text().splitlines()
+    first_q = [line.split()[2] for line in run if line.split()[0] == run[0].split()[0]]
+    assert len(first_q) == len(set(first_q)) == min(100, len(dpr_ids))
+    md = (results / "tables" / "dpr_dcsr.md").read_text()
+    assert "| DCSR | encyclopedia |" in md
+    # DCSR Table 1 (questions per gold passage) and Figure 4 (dev accuracy per epoch, DPR and DCSR)
+    table1 = list(csv.DictReader(open(results / "tables" / "table1_questions_per_passage.csv")))
+    assert {r["row"] for r in table1} >= {"encyclopedia (ours)"}
+    assert (results / "figures" / "validation-encyclopedia.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    curves = list(csv.DictReader(open(results / "figures" / "validation-encyclopedia.csv")))
+    assert {r["label"] for r in curves} == {"dpr", "dcsr"}
 
 
 @pytest.mark.slow
@@ -103,7 +125,7 @@ def test_killed_training_resumes_when_snakemake_runs_again(repo, tmp_path, tiny_
     assert snakemake(repo, tmp_path, "--unlock", *args).returncode == 0
     r = snakemake(repo, tmp_path, "--rerun-incomplete", *args)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    log = (tmp_path / "logs" / "train_biencoder" / "dpr.log").read_text()
+    log = (results / "logs" / "train_biencoder" / "dpr.log").read_text()
     assert "resuming from step" in log, log[-2000:]
     meta = json.loads((results / "models" / "dpr" / "dcsr.json").read_text())
     assert meta["step"] == 200

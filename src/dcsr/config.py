@@ -20,6 +20,9 @@ def check_config(cfg: dict) -> None:
             raise InputError(_key("datasets", name, "corpus"), f"names corpus {ds['corpus']!r}, which is not under 'corpora' ({', '.join(corpora)})")
         if "generated" in ds and "generate" not in corpora[ds["corpus"]]:
             raise InputError(_key("datasets", name, "generated"), f"corpus {ds['corpus']!r} is not generated, so the dataset cannot be")
+        if "squad" in ds and ("squad" not in corpora[ds["corpus"]] or name != ds["corpus"]):
+            raise InputError(_key("datasets", name, "squad"), "a SQuAD dataset must have the name of its corpus, "
+                                                               "and that corpus a 'squad' block")
     for name, m in models.items():
         if m["init"] not in encoders:
             raise InputError(_key("models", name, "init"), f"names encoder {m['init']!r}, which is not under 'encoders' ({', '.join(encoders)})")

@@ -6,8 +6,14 @@ rows, so shards need no prior count and run as independent jobs. Inside a shard,
 are encoded in batches of similar token length (sorted by length) and the vectors are put
 back in corpus order, which avoids padding short passages to the longest one in a batch.
 
-Outputs of one shard: ``<prefix>.npy`` (float32 or float16, ``[n, H]``) and
-``<prefix>.ids.npy`` (int64 passage ids, ``[n]``).
+Outputs of one shard: ``<prefix>.npy`` (float32 or float16, ``[n, H]``),
+``<prefix>.ids.npy`` (int64 passage ids, ``[n]``) and ``<prefix>.sents.npy`` (int32, ``[n]``:
+the sentence number of each vector inside its passage, -1 for a whole-passage vector).
+
+A DPR model gives one vector per passage. A DCSR model (``method: dcsr`` in its
+``dcsr.json``) gives one vector per sentence that gets a ``<sent>`` marker inside the caps
+(:func:`dcsr.sentence_aware.encode_passage_with_markers`), so ``n`` counts sentences and a
+passage id repeats; the index and the search are the same for both.
 """
 
 from __future__ import annotations
@@ -72,8 +78,9 @@ def encode_texts(
 ) -> np.ndarray:
     """Vectors ``[len(texts), H]`` (float32) in the order of ``texts``.
 
-    ``side`` is ``"passage"`` (title/text pairs through the passage encoder) or
-    ``"question"`` (the question encoder).
+    ``side`` is ``"passage"`` (title/text pairs through the passage encoder),
+    ``"question"`` (the question encoder) or ``"marked_question"`` (DCSR's question input
+    ``[CLS] <sent> question [SEP]``, pooled at the marker).
     """
     n = len(texts)
     if n == 0:
@@ -84,6 +91,10 @@ def encode_texts(
     # length-sorted batch is padded on its own.
     if side == "passage":
         enc = tokenize_passages(tokenizer, titles, texts, max_length, padding=False)
+    elif side == "marked_question":  # DCSR: [CLS] <sent> question [SEP], the vector at <sent>
+        from .sentence_aware import tokenize_marked_questions
+
+        enc = {"input_ids": tokenizer(list(texts), add_special_tokens=False)["input_ids"]}
     else:
         enc = tokenize_questions(tokenizer, texts, max_length, padding=False)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
@@ -91,8 +102,10 @@ def encode_texts(
     out: np.ndarray | None = None
     bar = tqdm(total=n, desc=desc, unit=f" {side}s", disable=not progress, mininterval=2.0)
     for rows in length_sorted_batches(lengths, batch_size):
-        feats = [{k: enc[k][i] for k in keys} for i in rows.tolist()]
-        batch = tokenizer.pad(feats, return_tensors="pt")
+        if side == "marked_question":
+            batch = tokenize_marked_questions(tokenizer, [texts[i] for i in rows.tolist()], max_length)
+        else:
+            batch = tokenizer.pad([{k: enc[k][i] for k in keys} for i in rows.tolist()], return_tensors="pt")
         batch = {k: v.to(device) for k, v in batch.items()}
         with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=amp and device.type == "cuda"):
             vecs = model.encode_passages(**batch) if side == "passage" else model.encode_questions(**batch)
@@ -103,6 +116,61 @@ def encode_texts(
         bar.update(len(rows))
     bar.close()
     return out
+
+
+@torch.inference_mode()
+def encode_sentence_passages(
+    model,
+    tokenizer,
+    titles: Sequence[str],
+    texts: Sequence[str],
+    spans_list: Sequence[Sequence[tuple[int, int]]],
+    max_length: int,
+    max_sentences: int,
+    batch_size: int,
+    device: torch.device,
+    amp: bool = False,
+    progress: bool = True,
+    desc: str = "encode sentences",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DCSR's contextual sentence vectors: each passage encoded whole with a ``<sent>`` marker
+    before each sentence, one vector per marker.
+
+    Returns ``(vectors [N, H] float32, rows [N], sentences [N])``: vector i is sentence
+    ``sentences[i]`` (an index into ``spans_list[rows[i]]``) of passage ``rows[i]``, ordered by
+    passage then sentence. Sentences cut off by the caps, and passages without sentences,
+    give no vector.
+    """
+    from .sentence_aware import collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker
+
+    marker = ensure_sentence_marker(tokenizer)
+    encoded = [encode_passage_with_markers(tokenizer, t, x, sp, max_length, max_sentences, marker)
+               for t, x, sp in zip(titles, texts, spans_list)]
+    counts = np.asarray([len(e[2]) for e in encoded], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
+    rows_out = np.repeat(np.arange(len(encoded), dtype=np.int64), counts)
+    sentences_out = np.asarray([i for e in encoded for i in e[3]], dtype=np.int64)
+    out = np.zeros((int(counts.sum()), model.hidden_size), dtype=np.float32)
+    bar = tqdm(total=len(encoded), desc=desc, unit=" passages", disable=not progress, mininterval=2.0)
+    for rows in length_sorted_batches([len(e[0]) for e in encoded], batch_size):
+        rows = [int(r) for r in rows if counts[r]]
+        if rows:
+            batch = collate_encoded_passages([encoded[r] for r in rows], None, tokenizer.pad_token_id)
+            batch = {k: v.to(device) for k, v in batch.items()}
+            with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=amp and device.type == "cuda"):
+                vecs = model.encode_passages(**batch).float().cpu().numpy()  # by row in batch, then sentence
+            at = 0
+            for r in rows:
+                out[starts[r] : starts[r] + counts[r]] = vecs[at : at + counts[r]]
+                at += counts[r]
+        bar.update(len(rows))
+    bar.close()
+    return out, rows_out, sentences_out
+
+
+def is_sentence_level(meta: dict) -> bool:
+    """Whether a saved bi-encoder indexes sentences (DCSR) rather than passages."""
+    return meta.get("method") == "dcsr"
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
@@ -133,19 +201,46 @@ def embed_corpus_shard(
     fp16: bool = False,
     device: str = "auto",
     progress: bool = True,
+    sentences: str | os.PathLike | None = None,
+    out_sentences: str | os.PathLike | None = None,
 ) -> dict:
-    """Encode one corpus shard with the passage encoder of ``model_dir``; returns stats."""
+    """Encode one corpus shard with the passage encoder of ``model_dir``; returns stats.
+
+    A DCSR model encodes one vector per sentence, with the sentence spans of the sentence
+    table ``sentences`` (passages missing from it, or every passage when it is None, are
+    split on the fly with the default splitter). ``out_sentences`` receives the sentence
+    number of every vector (-1 for DPR's whole-passage vectors)."""
     dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
     max_length = max_length or int(meta.get("passage_max_length", 256))
     ids, titles, texts = shard_passages(corpus_tsv, shard, num_shards)
-    log.info("shard %d/%d: %d passages, device %s", shard, num_shards, len(ids), dev)
-    vecs = encode_texts(model, tokenizer, texts, titles, "passage", max_length, batch_size, dev,
-                        amp=fp16, progress=progress, desc=f"embed shard {shard}")
-    if len(ids) == 0:
+    log.info("shard %d/%d: %d passages, device %s, method %s", shard, num_shards, len(ids), dev,
+             meta.get("method", "dpr"))
+    if is_sentence_level(meta):
+        from .formats import sentence_spans
+        from .sentences import split_sentences
+
+        table = sentence_spans(sentences, set(ids)) if sentences is not None else {}
+        missing = sum(1 for i in ids if i not in table)
+        if missing:
+            log.warning("%d of %d passages have no sentence-table entry; splitting them now", missing, len(ids))
+        spans_list = [table[i] if i in table else split_sentences(t) for i, t in zip(ids, texts)]
+        max_sentences = int(meta.get("settings", {}).get("max_sentences", 10))
+        vecs, rows, sent_no = encode_sentence_passages(model, tokenizer, titles, texts, spans_list, max_length,
+                                                       max_sentences, batch_size, dev, amp=fp16, progress=progress,
+                                                       desc=f"embed shard {shard}")
+        vec_ids = np.asarray(ids, dtype=np.int64)[rows] if len(rows) else np.zeros(0, dtype=np.int64)
+    else:
+        vecs = encode_texts(model, tokenizer, texts, titles, "passage", max_length, batch_size, dev,
+                            amp=fp16, progress=progress, desc=f"embed shard {shard}")
+        vec_ids, sent_no = np.asarray(ids, dtype=np.int64), np.full(len(ids), -1, dtype=np.int64)
+    if len(vec_ids) == 0:
         vecs = np.zeros((0, model.hidden_size), dtype=np.float32)
     _save_npy(Path(out_vectors), vecs.astype(np.float16 if fp16 else np.float32))
-    _save_npy(Path(out_ids), np.asarray(ids, dtype=np.int64))
-    return {"shard": shard, "passages": len(ids), "dim": int(vecs.shape[1]), "dtype": "float16" if fp16 else "float32"}
+    _save_npy(Path(out_ids), vec_ids)
+    if out_sentences is not None:
+        _save_npy(Path(out_sentences), np.asarray(sent_no, dtype=np.int32))
+    return {"shard": shard, "passages": len(ids), "vectors": int(len(vec_ids)), "dim": int(vecs.shape[1]),
+            "dtype": "float16" if fp16 else "float32", "method": meta.get("method", "dpr")}
 
 
 def embed_questions(
@@ -160,7 +255,8 @@ def embed_questions(
     """Encode questions with the question encoder of ``model_dir`` into ``out_vectors``."""
     dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
     max_length = max_length or int(meta.get("question_max_length", 256))
-    vecs = encode_texts(model, tokenizer, list(questions), None, "question", max_length, batch_size, dev,
+    side = "marked_question" if is_sentence_level(meta) else "question"
+    vecs = encode_texts(model, tokenizer, list(questions), None, side, max_length, batch_size, dev,
                         progress=progress, desc="embed questions")
     _save_npy(Path(out_vectors), vecs)
     return {"questions": len(questions), "dim": int(vecs.shape[1]) if len(questions) else 0}

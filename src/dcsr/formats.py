@@ -314,6 +314,12 @@ def passage_sentences(path: str | os.PathLike) -> Iterator[tuple[int, list[tuple
         yield current, spans
 
 
+def sentence_spans(path: str | os.PathLike, wanted: set[int] | None = None) -> dict[int, list[tuple[int, int]]]:
+    """``{passage_id: [(start, end), ...]}`` from the sentence table, for the passages in
+    ``wanted`` only (all when None), streaming the table once."""
+    return {pid: spans for pid, spans in passage_sentences(path) if wanted is None or pid in wanted}
+
+
 def ensure_parent(path: str | os.PathLike) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

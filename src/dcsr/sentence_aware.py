@@ -281,6 +281,7 @@ class SentenceSampleBuilder(SampleBuilder):
     }
     bound_spans: Mapping[Any, Sequence[Span]] | None = None
     bound_tokenizer = None
+    bound_sentence_table: str | None = None
 
     def __init__(self, settings: Mapping[str, Any], tokenizer=None,
                  spans: Mapping[Any, Sequence[Span]] | None = None):
@@ -304,10 +305,48 @@ class SentenceSampleBuilder(SampleBuilder):
         self.counts: Counter = Counter()
 
     @classmethod
-    def bind(cls, tokenizer=None, spans: Mapping[Any, Sequence[Span]] | None = None) -> type["SentenceSampleBuilder"]:
-        """A subclass whose instances use ``tokenizer`` and ``spans``, for ``train(builder_cls=...)``,
-        which constructs the builder from the settings alone."""
-        return type(cls.__name__, (cls,), {"bound_tokenizer": tokenizer, "bound_spans": spans})
+    def bind(cls, tokenizer=None, spans: Mapping[Any, Sequence[Span]] | None = None,
+             sentence_table: str | None = None) -> type["SentenceSampleBuilder"]:
+        """A subclass whose instances use ``tokenizer``, ``spans`` and/or the sentence table at
+        ``sentence_table`` (read in :meth:`prepare_records`, for the records' passages only),
+        for ``train(builder_cls=...)``, which constructs the builder from the settings alone."""
+        return type(cls.__name__, (cls,), {"bound_tokenizer": tokenizer, "bound_spans": spans,
+                                           "bound_sentence_table": None if sentence_table is None
+                                           else str(sentence_table)})
+
+    def setup(self, tokenizer, model) -> None:
+        """Use ``tokenizer``; give ``<sent>`` an embedding row in ``model`` if it needs one."""
+        self.tokenizer = tokenizer
+        self.marker_id = ensure_sentence_marker(tokenizer, model)
+
+    def prepare_records(self, records: list[dict], where: str, log=lambda msg: None) -> list[dict]:
+        """Load the sentence spans of the records' passages (when a sentence table is bound),
+        then drop and count the questions that cannot be trained (:meth:`filter_records`)."""
+        if self.bound_sentence_table is not None:
+            from .formats import sentence_spans
+
+            wanted = set()
+            for r in records:
+                for key in ("positive_ctxs", "hard_negative_ctxs", "negative_ctxs"):
+                    for ctx in r.get(key, []):
+                        try:
+                            wanted.add(int(ctx.get("passage_id")))
+                        except (TypeError, ValueError):
+                            pass
+            found = sentence_spans(self.bound_sentence_table, wanted)
+            self.spans = {**(self.spans or {}), **found}
+            if len(found) < len(wanted):
+                log(f"{where}: {len(wanted) - len(found)} of {len(wanted)} passages are not in "
+                    f"{self.bound_sentence_table}; they are split on the fly")
+        resplit = self.counts["resplit"]
+        kept, reasons = self.filter_records(records)
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "none"
+        log(f"{where}: {len(kept)} of {len(records)} questions have an answer-bearing sentence inside the "
+            f"caps ({self.max_sentences} sentences, {self.passage_max_length} tokens); skipped: {skipped}")
+        if self.counts["resplit"] > resplit:
+            log(f"{where}: {self.counts['resplit'] - resplit} passages did not match their sentence spans "
+                "and were split again")
+        return kept
 
     # -------------------------------------------------------------- per passage
 
@@ -599,3 +638,38 @@ def hasans_scores(sentence_scores, sentence_passage_ids, temperature: float = 1.
     pids, values = hasans_topk(np.asarray(sentence_scores)[None, :], np.asarray(sentence_passage_ids)[None, :],
                                temperature, top_passages)
     return [(int(p), float(v)) for p, v in zip(pids[0], values[0]) if p >= 0]
+
+
+def sentence_search_depth(k_passages: int, sentence_stats: str | None = None,
+                          sentences_per_passage: float | None = None) -> int:
+    """How many sentences DCSR retrieves for ``k_passages`` passages: ``ceil(k_passages * k)``
+    with ``k`` given, or the corpus mean of the sentence-splitting stats file."""
+    if sentences_per_passage is None:
+        import json
+
+        if sentence_stats is None:
+            raise ValueError("give sentence_stats or sentences_per_passage")
+        try:
+            with open(sentence_stats, encoding="utf-8") as fh:
+                sentences_per_passage = float(json.load(fh)["mean_sentences_per_passage"])
+        except (OSError, ValueError, KeyError) as e:
+            raise InputError(str(sentence_stats), f"cannot read mean_sentences_per_passage: {e}")
+    return sentences_to_retrieve(k_passages, avg_sentences_per_passage=sentences_per_passage)
+
+
+def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature: float = 1.0):
+    """DCSR retrieval from per-shard sentence hits (``scores`` / ``ids`` = passage ids, as
+    :func:`dcsr.index.search_shard` writes them): the exact top ``M`` sentences over all shards
+    (``M`` = the per-shard depth), then :func:`hasans_topk`. Returns ``(hasans [Q, k], pids [Q, k])``
+    in the layout of :func:`dcsr.index.merge_shard_hits` (pid -1 / score -inf pad short rows)."""
+    from .index import merge_shard_hits
+
+    depth = 0
+    for path in shard_npzs:
+        with np.load(path) as z:
+            depth = max(depth, int(z["ids"].shape[1]))
+    scores, ids = merge_shard_hits(shard_npzs, depth)
+    scores = np.where(ids >= 0, scores, 0.0)  # -inf padding is excluded through pid -1
+    pids, hasans = hasans_topk(scores, ids, temperature, k_passages)
+    hasans = np.where(pids >= 0, hasans, -np.inf)
+    return hasans, pids

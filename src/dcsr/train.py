@@ -216,6 +216,14 @@ class SampleBuilder:
         self.question_max_length = settings["question_max_length"]
         self.passage_max_length = settings["passage_max_length"]
 
+    def setup(self, tokenizer, model: BiEncoder) -> None:
+        """Called once with the tokenizer and the bi-encoder before training or export (DCSR
+        binds its tokenizer and makes sure ``<sent>`` has an embedding row)."""
+
+    def prepare_records(self, records: list[dict], where: str, log: Callable[[str], None]) -> list[dict]:
+        """The records of ``where`` (a file) that can be trained on; DPR keeps them all."""
+        return records
+
     def sample(self, record: Mapping[str, Any], rng: random.Random, shuffle: bool = True,
                hard_negatives: int | None = None, other_negatives: int | None = None) -> Sample:
         """One training sample from a biencoder record (``shuffle=False`` for validation)."""
@@ -599,18 +607,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
     builder = builder_cls(s)
     records = read_biencoder(train_json)
     dev_records = read_biencoder(dev_json)
-    if not dev_records:
-        raise InputError(str(dev_json), "the dev set has no records")
     global_bs = s["batch_size"] * ctx.world
-    steps_per_epoch = len(records) // global_bs  # the last partial global batch is dropped
-    if steps_per_epoch == 0:
-        raise InputError(str(train_json), f"{len(records)} training records are fewer than one global batch "
-                                          f"({s['batch_size']} x {ctx.world} processes)")
-    total_steps = s["epochs"] * steps_per_epoch
-    if s["max_steps"]:
-        total_steps = min(total_steps, s["max_steps"])
-    warmup = int(round(s["warmup_ratio"] * total_steps)) if s["warmup_ratio"] is not None else s["warmup_steps"]
-    amp_dtype, use_scaler = _amp_dtype(s["amp"], ctx.device)
 
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     last = _recover_last(checkpoint_dir) if ctx.main else None
@@ -620,7 +617,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
     state = None
     if last is not None:
         state = torch.load(last / STATE_FILE, map_location="cpu", weights_only=False)
-        for key in _RESUME_KEYS:
+        for key in _RESUME_KEYS + tuple(builder_cls.SETTINGS):
             if state["settings"].get(key) != s.get(key):
                 raise InputError(str(last), f"checkpoint was written with {key}={state['settings'].get(key)!r}, "
                                             f"now {key}={s.get(key)!r}; delete {checkpoint_dir} to start over")
@@ -637,6 +634,20 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
         tokenizer, model, _ = load_biencoder(last, device="cpu", dropout=s["dropout"])
     else:
         tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"])
+    builder.setup(tokenizer, model)
+    records = builder.prepare_records(records, str(train_json), say)
+    dev_records = builder.prepare_records(dev_records, str(dev_json), say)
+    if not dev_records:
+        raise InputError(str(dev_json), "the dev set has no usable records")
+    steps_per_epoch = len(records) // global_bs  # the last partial global batch is dropped
+    if steps_per_epoch == 0:
+        raise InputError(str(train_json), f"{len(records)} training records are fewer than one global batch "
+                                          f"({s['batch_size']} x {ctx.world} processes)")
+    total_steps = s["epochs"] * steps_per_epoch
+    if s["max_steps"]:
+        total_steps = min(total_steps, s["max_steps"])
+    warmup = int(round(s["warmup_ratio"] * total_steps)) if s["warmup_ratio"] is not None else s["warmup_steps"]
+    amp_dtype, use_scaler = _amp_dtype(s["amp"], ctx.device)
     model.to(ctx.device)
     model.train()
     torch.manual_seed(s["seed"] + ctx.rank)
@@ -681,6 +692,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
 
     meta = {
         "method": builder.method,
+        "trained": True,
         "base_checkpoint": init,
         "question_max_length": s["question_max_length"],
         "passage_max_length": s["passage_max_length"],
@@ -800,8 +812,10 @@ def export_untrained(settings: Mapping[str, Any] | None, init: str, output_dir: 
 
     s = validate_settings(settings, builder_cls.SETTINGS)
     tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"])
+    builder_cls(s).setup(tokenizer, model)
     save_biencoder(model, tokenizer, output_dir, {
-        "method": "untrained",
+        "method": builder_cls.method,
+        "trained": False,
         "base_checkpoint": init,
         "question_max_length": s["question_max_length"],
         "passage_max_length": s["passage_max_length"],

@@ -1,4 +1,5 @@
-"""Encode one corpus shard with a passage encoder: ``.npy`` vectors + ``.ids.npy``."""
+"""Encode one corpus shard with a passage encoder: ``.npy`` vectors, ``.ids.npy`` passage ids
+and ``.sents.npy`` sentence numbers (DCSR: one vector per sentence; DPR: one per passage, -1)."""
 import argparse
 import json
 import logging
@@ -20,9 +21,12 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--vectors", required=True)
     ap.add_argument("--ids", required=True)
+    ap.add_argument("--sentence-numbers", default=None, help="output: sentence number of each vector (.npy)")
+    ap.add_argument("--sentences", default=None, help="DCSR: the corpus's sentence table")
     a = ap.parse_args()
     stats = embed_corpus_shard(a.model, a.corpus, a.shard, a.num_shards, a.vectors, a.ids,
-                               batch_size=a.batch_size, max_length=a.max_length, fp16=a.fp16, device=a.device)
+                               batch_size=a.batch_size, max_length=a.max_length, fp16=a.fp16, device=a.device,
+                               sentences=a.sentences, out_sentences=a.sentence_numbers)
     logging.info("done: %s", json.dumps(stats))
 
 

@@ -2,7 +2,7 @@
 """Write an UNTRAINED bi-encoder (both encoders = the base checkpoint) in the layout of a
 trained one, so the "untrained encoder" baseline flows through the same downstream stages:
 
-    python workflow/scripts/export_encoder.py --init CKPT --output DIR [--settings JSON_OR_FILE]
+    python workflow/scripts/export_encoder.py --init CKPT --output DIR [--settings JSON_OR_FILE] [--method dcsr]
 
 Only ``pooling``, ``question_max_length``, ``passage_max_length`` and ``dropout`` of the
 settings matter here, but all keys are checked as for training. Bad input prints
@@ -23,10 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init", required=True, help="base checkpoint: a directory or pkg:NAME")
     ap.add_argument("--output", required=True, help="bi-encoder directory to write")
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
+    ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
     args = ap.parse_args(argv)
+    from dcsr.methods import builder_class
     from dcsr.train import export_untrained, load_settings
 
-    export_untrained(load_settings(args.settings), args.init, args.output)
+    export_untrained(load_settings(args.settings), args.init, args.output, builder_cls=builder_class(args.method))
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Merge per-shard top-k hits exactly into one TREC run."""
+"""Merge per-shard top-k hits exactly into one TREC run. DCSR (``--hasans``): the hits are
+sentences; all shards' top sentences are merged exactly, softmax-normalised and turned into a
+passage ranking by HasAns (Section 3.3), of which the top k passages are kept."""
 import argparse
 import logging
 
@@ -14,8 +16,15 @@ def main():
     ap.add_argument("--output", required=True)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--tag", default="dense")
+    ap.add_argument("--hasans", action="store_true", help="DCSR: sentence hits -> passages by HasAns")
+    ap.add_argument("--temperature", type=float, default=1.0, help="DCSR: softmax temperature (official: 1)")
     a = ap.parse_args()
-    scores, ids = merge_shard_hits(a.shards, a.k)
+    if a.hasans:
+        from dcsr.sentence_aware import merge_sentence_hits
+
+        scores, ids = merge_sentence_hits(a.shards, a.k, a.temperature)
+    else:
+        scores, ids = merge_shard_hits(a.shards, a.k)
     write_trec(a.output, topk_to_run(scores, ids), tag=a.tag)
     logging.info("merged %d shards, %d questions", len(a.shards), len(ids))
 

@@ -14,11 +14,21 @@ def main():
     ap.add_argument("--ids", required=True)
     ap.add_argument("--queries", required=True)
     ap.add_argument("--output", required=True)
-    ap.add_argument("--k", type=int, default=100)
+    ap.add_argument("--k", type=int, default=100, help="hits per question (DCSR: passages, see below)")
+    ap.add_argument("--sentence-stats", default=None,
+                    help="DCSR: the sentence-splitting stats; search the top k x (sentences per passage) sentences")
+    ap.add_argument("--sentences-per-passage", type=float, default=None,
+                    help="DCSR: the k of 100 x k (default: the corpus mean from --sentence-stats)")
     ap.add_argument("--gpu", choices=["auto", "true", "false"], default="auto")
     a = ap.parse_args()
     gpu = {"auto": "auto", "true": True, "false": False}[a.gpu]
-    stats = search_shard(a.index, a.ids, a.queries, a.output, a.k, use_gpu=gpu)
+    k = a.k
+    if a.sentence_stats or a.sentences_per_passage:
+        from dcsr.sentence_aware import sentence_search_depth
+
+        k = sentence_search_depth(a.k, a.sentence_stats, a.sentences_per_passage)
+        logging.info("DCSR: searching the top %d sentences for %d passages", k, a.k)
+    stats = search_shard(a.index, a.ids, a.queries, a.output, k, use_gpu=gpu)
     logging.info("done: %s", json.dumps(stats))
 
 

@@ -25,10 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", required=True, help="final model directory (appears only when done)")
     ap.add_argument("--checkpoint-dir", required=True, help="resumable checkpoints (DIR/last)")
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
+    ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
+    ap.add_argument("--sentences", default=None, help="DCSR: the corpus's sentence table (else split on the fly)")
     args = ap.parse_args(argv)
+    from dcsr.methods import builder_class
     from dcsr.train import load_settings, train
 
-    train(load_settings(args.settings), args.train, args.dev, args.init, args.output, args.checkpoint_dir)
+    train(load_settings(args.settings), args.train, args.dev, args.init, args.output, args.checkpoint_dir,
+          builder_cls=builder_class(args.method, args.sentences))
     return 0
 
 

@@ -1,0 +1,182 @@
+"""DCSR wired into the pipeline: training through the shared loop, one vector per sentence in
+the index, marked questions, and HasAns over merged shard hits."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dcsr.embed import embed_corpus_shard, embed_questions, encode_sentence_passages
+from dcsr.errors import InputError
+from dcsr.formats import Passage, sentence_spans, write_biencoder, write_corpus
+from dcsr.index import index_shard, search_shard
+from dcsr.methods import builder_class
+from dcsr.model import build_biencoder, load_biencoder
+from dcsr.sentence_aware import (SentenceSampleBuilder, encode_passage_with_markers, hasans_topk,
+                                 merge_sentence_hits, sentence_search_depth, tokenize_marked_questions,
+                                 tokenize_sentence_passages)
+from dcsr.sentences import split_corpus
+from dcsr.train import SampleBuilder, train, validate_settings
+
+WORDS = "apple river castle engine forest guitar harbor island jungle kitten lemon mountain".split()
+
+
+def _passage(i):
+    w = WORDS[i % len(WORDS)]
+    return Passage(10 + i, f"The {w} is old. It stands near the {WORDS[(i + 5) % len(WORDS)]}. "
+                           f"Nobody knows the {w} number {i}.", f"Title {i}")
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    ps = [_passage(i) for i in range(9)]
+    write_corpus(tmp_path / "c.tsv", ps)
+    split_corpus(tmp_path / "c.tsv", tmp_path / "s.tsv", progress=False)
+    return ps
+
+
+@pytest.fixture()
+def dcsr_model(tmp_path, tiny_bert):
+    from dcsr.train import export_untrained
+
+    export_untrained({"passage_max_length": 64, "question_max_length": 16, "max_sentences": 2},
+                     str(tiny_bert), tmp_path / "m", log=lambda m: None, builder_cls=builder_class("dcsr"))
+    return tmp_path / "m"
+
+
+def test_builder_class_by_method():
+    assert builder_class("dpr") is SampleBuilder
+    assert issubclass(builder_class("dcsr", "x.tsv"), SentenceSampleBuilder)
+    assert builder_class("dcsr", "x.tsv").bound_sentence_table == "x.tsv"
+    with pytest.raises(InputError, match="unknown method 'colbert'"):
+        builder_class("colbert")
+
+
+def test_untrained_export_records_the_method(dcsr_model):
+    meta = json.loads((dcsr_model / "dcsr.json").read_text())
+    assert meta["method"] == "dcsr" and meta["trained"] is False
+    assert meta["settings"]["max_sentences"] == 2 and meta["settings"]["sampling"] == "inpassage_bm25"
+
+
+def test_sentence_shards_hold_one_vector_per_kept_sentence(tmp_path, corpus, dcsr_model):
+    ids, sents, vecs = [], [], []
+    for shard in range(2):
+        stats = embed_corpus_shard(dcsr_model, tmp_path / "c.tsv", shard, 2, tmp_path / f"v{shard}.npy",
+                                   tmp_path / f"i{shard}.npy", batch_size=3, progress=False,
+                                   sentences=tmp_path / "s.tsv", out_sentences=tmp_path / f"n{shard}.npy")
+        assert stats["method"] == "dcsr" and stats["vectors"] == 2 * stats["passages"]
+        ids += np.load(tmp_path / f"i{shard}.npy").tolist()
+        sents += np.load(tmp_path / f"n{shard}.npy").tolist()
+        vecs.append(np.load(tmp_path / f"v{shard}.npy"))
+    # three sentences per passage, capped at max_sentences=2: sentences 0 and 1 of each passage
+    assert sorted(zip(ids, sents)) == sorted((p.id, s) for p in corpus for s in (0, 1))
+    # a batched, length-sorted vector equals the marker state of that passage encoded alone
+    tok, model, _ = load_biencoder(dcsr_model)
+    p = corpus[4]
+    spans = sentence_spans(tmp_path / "s.tsv", {p.id})[p.id]
+    assert [p.text[a:b] for a, b in spans][2].startswith("Nobody knows")
+    with torch.no_grad():
+        alone = model.encode_passages(**tokenize_sentence_passages(tok, [p.title], [p.text], [spans], 64, 2)).numpy()
+    by_key = {(i, s): v for i, s, v in zip(ids, sents, np.concatenate(vecs))}
+    np.testing.assert_allclose(by_key[(p.id, 1)], alone[1], atol=1e-5)
+
+
+def test_encode_sentence_passages_orders_by_passage_then_sentence(tiny_bert):
+    tok, model = build_biencoder(str(tiny_bert))
+    model.eval()
+    titles, texts = ["a", "b", "c"], ["one. two.", "", "three. four. five."]
+    spans = [[(0, 4), (5, 9)], [], [(0, 6), (7, 12), (13, 18)]]
+    vecs, rows, sents = encode_sentence_passages(model, tok, titles, texts, spans, 32, 10, 2, torch.device("cpu"),
+                                                 progress=False)
+    assert rows.tolist() == [0, 0, 2, 2, 2] and sents.tolist() == [0, 1, 0, 1, 2]
+    assert vecs.shape == (5, model.hidden_size) and np.abs(vecs).sum(axis=1).min() > 0
+
+
+def test_dcsr_questions_are_pooled_at_the_marker(tmp_path, dcsr_model):
+    embed_questions(dcsr_model, ["who built the castle?", "why?"], tmp_path / "q.npy", progress=False)
+    q = np.load(tmp_path / "q.npy")
+    tok, model, _ = load_biencoder(dcsr_model)
+    batch = tokenize_marked_questions(tok, ["who built the castle?"], 16)
+    assert batch["input_ids"][0, 1].item() == tok.convert_tokens_to_ids("[unused0]")
+    with torch.no_grad():
+        one = model.encode_questions(**batch).numpy()[0]
+    np.testing.assert_allclose(q[0], one, atol=1e-5)
+
+
+def test_search_depth_from_stats(tmp_path):
+    (tmp_path / "stats.json").write_text(json.dumps({"mean_sentences_per_passage": 4.29}))
+    assert sentence_search_depth(100, tmp_path / "stats.json") == 429
+    assert sentence_search_depth(100, None, 1.45) == 145
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(InputError, match="bad.json"):
+        sentence_search_depth(100, tmp_path / "bad.json")
+
+
+def test_merge_sentence_hits_equals_hasans_over_all_sentences(tmp_path):
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(40, 8)).astype(np.float32)
+    pids = np.repeat(np.arange(10), 4)  # 10 passages x 4 sentences
+    queries = rng.normal(size=(3, 8)).astype(np.float32)
+    np.save(tmp_path / "q.npy", queries)
+    shards = []
+    for s in range(2):  # sentences of a passage are spread over both shards
+        rows = np.arange(s, 40, 2)
+        np.save(tmp_path / f"v{s}.npy", vecs[rows])
+        np.save(tmp_path / f"i{s}.npy", pids[rows])
+        index_shard(tmp_path / f"v{s}.npy", tmp_path / f"x{s}.faiss")
+        search_shard(tmp_path / f"x{s}.faiss", tmp_path / f"i{s}.npy", tmp_path / "q.npy", tmp_path / f"h{s}.npz", 40)
+        shards.append(str(tmp_path / f"h{s}.npz"))
+    scores, got = merge_sentence_hits(shards, k_passages=5)
+    full = queries.astype(np.float64) @ vecs.T.astype(np.float64)  # every sentence retrieved
+    want, want_scores = hasans_topk(full, np.broadcast_to(pids, full.shape), 1.0, 5)
+    assert got.tolist() == want.tolist()
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5)
+
+
+def _records(passages, n):
+    out = []
+    for i in range(n):
+        p, neg = passages[i % len(passages)], passages[(i + 3) % len(passages)]
+        word = WORDS[i % len(passages) % len(WORDS)]
+        ctx = lambda q: {"title": q.title, "text": q.text, "passage_id": str(q.id)}  # noqa: E731
+        out.append({"question": f"what is old near title {i}?", "answers": [word],
+                    "positive_ctxs": [ctx(p)], "negative_ctxs": [], "hard_negative_ctxs": [ctx(neg)]})
+    out.append({"question": "unanswerable?", "answers": ["zebra"], "positive_ctxs": [ctx(passages[0])],
+                "negative_ctxs": [], "hard_negative_ctxs": []})
+    return out
+
+
+def test_prepare_records_loads_spans_and_skips_with_a_reason(tmp_path, corpus, tiny_bert):
+    cls = builder_class("dcsr", tmp_path / "s.tsv")
+    b = cls(validate_settings({"passage_max_length": 64}, cls.SETTINGS))
+    tok, model = build_biencoder(str(tiny_bert))
+    b.setup(tok, model)
+    messages = []
+    kept = b.prepare_records(_records(corpus, 8), "train.json", messages.append)
+    assert len(kept) == 8 and all(r["question"] != "unanswerable?" for r in kept)
+    assert set(b.spans) == {p.id for p in corpus[:9]} & {int(c["passage_id"]) for r in kept
+                                                          for c in r["positive_ctxs"] + r["hard_negative_ctxs"]}
+    assert "train.json: 8 of 9 questions" in messages[0] and "no_answer_sentence 1" in messages[0]
+
+
+def test_dcsr_trains_through_the_shared_loop(tmp_path, corpus, tiny_bert):
+    write_biencoder(tmp_path / "train.json", _records(corpus, 16))
+    write_biencoder(tmp_path / "dev.json", _records(corpus, 8))
+    messages = []
+    settings = {"batch_size": 4, "epochs": 2, "warmup_steps": 1, "learning_rate": 1e-3, "amp": "off",
+                "passage_max_length": 64, "question_max_length": 16, "val_av_rank_hard_neg": 1,
+                "val_av_rank_other_neg": 0, "seed": 3}
+    summary = train(settings, tmp_path / "train.json", tmp_path / "dev.json", str(tiny_bert), tmp_path / "out",
+                    tmp_path / "ck", log=messages.append, builder_cls=builder_class("dcsr", tmp_path / "s.tsv"))
+    assert summary["steps"] == 8  # 16 usable of 17 records, batch 4, 2 epochs
+    meta = json.loads((tmp_path / "out" / "dcsr.json").read_text())
+    assert meta["method"] == "dcsr" and meta["trained"] is True and meta["settings"]["sampling"] == "inpassage_bm25"
+    history = json.loads((tmp_path / "out" / "validation.json").read_text())
+    assert [h["epoch"] for h in history] == [0, 1] and all(0 <= h["accuracy"] <= 1 for h in history)
+    assert any("16 of 17 questions" in m for m in messages)
+    # the checkpoint left in ck/last refuses to resume under another sampling scheme
+    with pytest.raises(InputError, match="sampling='inpassage_bm25', now sampling='bm25_1'"):
+        train({**settings, "sampling": "bm25_1"}, tmp_path / "train.json", tmp_path / "dev.json", str(tiny_bert),
+              tmp_path / "out3", tmp_path / "ck", log=lambda m: None,
+              builder_cls=builder_class("dcsr", tmp_path / "s.tsv"))
