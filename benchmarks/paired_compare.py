@@ -1,0 +1,56 @@
+"""Paired comparison of two retrievers on the same test questions (not a test).
+
+Reads the per-question results that `evaluate_topk` writes (``*.questions.jsonl``: the rank of
+each question's first answer-bearing passage) and, for each k, counts the questions only A
+finds in its top k and those only B finds, with a two-sided exact sign test on those
+discordant pairs (the questions both or neither find carry no information).
+
+    python benchmarks/paired_compare.py A.questions.jsonl B.questions.jsonl [--ks 1 5 20 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from math import comb
+
+
+def first_hits(path: str) -> dict[int, int | None]:
+    with open(path, encoding="utf-8") as fh:
+        return {r["qid"]: r["first_hit"] for r in map(json.loads, fh)}
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact binomial p-value of ``wins`` against ``losses`` under p = 1/2."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(0, min(wins, losses) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def compare(a: dict, b: dict, k: int) -> tuple[int, int, float]:
+    if a.keys() != b.keys():
+        raise SystemExit("the two files hold different questions")
+    hit = lambda r: r is not None and r <= k  # noqa: E731
+    wins = sum(1 for q in a if hit(a[q]) and not hit(b[q]))
+    losses = sum(1 for q in a if hit(b[q]) and not hit(a[q]))
+    return wins, losses, sign_test(wins, losses)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 5, 20, 100])
+    args = ap.parse_args()
+    a, b = first_hits(args.a), first_hits(args.b)
+    print(f"A = {args.a}\nB = {args.b}\n{len(a)} questions")
+    print("k\tonly A\tonly B\tp (two-sided sign test)")
+    for k in args.ks:
+        w, l, p = compare(a, b, k)
+        print(f"{k}\t{w}\t{l}\t{p:.3g}")
+
+
+if __name__ == "__main__":
+    main()
