@@ -180,3 +180,31 @@ def test_dcsr_trains_through_the_shared_loop(tmp_path, corpus, tiny_bert):
         train({**settings, "sampling": "bm25_1"}, tmp_path / "train.json", tmp_path / "dev.json", str(tiny_bert),
               tmp_path / "out3", tmp_path / "ck", log=lambda m: None,
               builder_cls=builder_class("dcsr", tmp_path / "s.tsv"))
+
+
+def test_mean_pooled_dcsr_model_flows_through_export_and_embedding(tmp_path, corpus, tiny_bert):
+    """``pooling: mean`` is recorded with the model, and the index and the questions use it."""
+    from dcsr.train import export_untrained
+
+    export_untrained({"passage_max_length": 64, "question_max_length": 16, "max_sentences": 2, "pooling": "mean"},
+                     str(tiny_bert), tmp_path / "mean", log=lambda m: None, builder_cls=builder_class("dcsr"))
+    tok, model, meta = load_biencoder(tmp_path / "mean")
+    assert model.pooling == "mean" and meta["method"] == "dcsr"
+    embed_corpus_shard(tmp_path / "mean", tmp_path / "c.tsv", 0, 1, tmp_path / "v.npy", tmp_path / "i.npy",
+                       batch_size=4, progress=False, sentences=tmp_path / "s.tsv", out_sentences=tmp_path / "n.npy")
+    ids, sents, vecs = np.load(tmp_path / "i.npy"), np.load(tmp_path / "n.npy"), np.load(tmp_path / "v.npy")
+    p = corpus[3]
+    spans = sentence_spans(tmp_path / "s.tsv", {p.id})[p.id]
+    batch = tokenize_sentence_passages(tok, [p.title], [p.text], [spans], 64, 2)
+    with torch.no_grad():
+        hidden = model.passage_model(**{k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+                                     ).last_hidden_state[0]
+    start, end = batch["pool_positions"][1].item(), batch["pool_ends"][1].item()
+    row = int(np.flatnonzero((ids == p.id) & (sents == 1))[0])
+    np.testing.assert_allclose(vecs[row], hidden[start:end].mean(0).numpy(), atol=1e-5)
+    embed_questions(tmp_path / "mean", ["who built the castle?"], tmp_path / "q.npy", progress=False)
+    q = tokenize_marked_questions(tok, ["who built the castle?"], 16)
+    with torch.no_grad():
+        q_hidden = model.question_model(**{k: q[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+                                        ).last_hidden_state[0]
+    np.testing.assert_allclose(np.load(tmp_path / "q.npy")[0], q_hidden[1:].mean(0).numpy(), atol=1e-5)

@@ -98,18 +98,23 @@ def test_collated_pool_positions(tok):
     flat = p["input_ids"].reshape(-1)
     assert flat[p["pool_positions"]].tolist() == [1] * 5  # every pooled position is a marker
     assert p["pool_positions"].tolist() == [3, 9, 15, 22 + 1, 22 + 6]
+    # a sentence ends at the next marker; the last one at the final [SEP] (row 0: 21, row 1: 11)
+    assert p["pool_ends"].tolist() == [9, 15, 21, 22 + 6, 22 + 11]
+    assert flat[p["pool_ends"][[2, 4]]].tolist() == [tok.sep_token_id] * 2
     assert p["sentence_owner"].tolist() == [0, 0, 0, 1, 1]
     assert p["sentence_index"].tolist() == [0, 1, 2, 0, 1]
     assert p["attention_mask"][1].sum().item() == 12  # [CLS] <sent> rome is old . <sent> it is big . [SEP]
     # Selecting sentences pools exactly those, in the order given.
     sel = tokenize_sentence_passages(tok, titles, texts, spans, 256, 10, select=[[2, 0], [1]])
     assert sel["pool_positions"].tolist() == [15, 3, 22 + 6] and sel["sentence_index"].tolist() == [2, 0, 1]
+    assert sel["pool_ends"].tolist() == [21, 9, 22 + 11]
     with pytest.raises(ValueError, match="no marker"):
         tokenize_sentence_passages(tok, titles, texts, spans, 256, 2, select=[[2], [0]])
 
     q = tokenize_marked_questions(tok, ["where is paris?", "hi"], 32)
     length = q["input_ids"].shape[1]
     assert q["pool_positions"].tolist() == [1, length + 1]
+    assert q["pool_ends"].tolist() == [int(q["attention_mask"][0].sum()), length + 4]  # up to and with [SEP]
     assert _tokens(tok, q["input_ids"][1].tolist())[:4] == ["[CLS]", "[unused0]", "hi", "[SEP]"]
 
 
@@ -324,6 +329,34 @@ def test_biencoder_forward_one_vector_per_sampled_sentence(tok, tiny_bert):
     torch.testing.assert_close(p, hidden[rows, cols])
     loss, _ = nll_loss(q, p, batch.positive_index)
     assert torch.isfinite(loss)
+
+
+def test_mean_pooling_averages_each_sentence(tok, tiny_bert):
+    """``pooling: mean``: a sentence vector is the mean of its marker's and its tokens' states
+    (up to the next marker), a question's the mean from its marker to its [SEP]."""
+    from dcsr.model import BiEncoder, build_biencoder
+
+    torch.manual_seed(0)
+    tokenizer, model = build_biencoder(str(tiny_bert), pooling="mean")
+    model.eval()
+    p = tokenize_sentence_passages(tokenizer, ["Paris", ""], [TEXT, "Rome is old. It is big."],
+                                   [SPANS, [(0, 12), (13, 23)]], 256, 10)
+    q = tokenize_marked_questions(tokenizer, ["where is paris?", "hi"], 32)
+    with torch.no_grad():
+        qv, pv = model(q, p)
+        hidden = model.passage_model(input_ids=p["input_ids"], attention_mask=p["attention_mask"],
+                                     token_type_ids=p["token_type_ids"]).last_hidden_state
+        q_hidden = model.question_model(input_ids=q["input_ids"], attention_mask=q["attention_mask"],
+                                        token_type_ids=q["token_type_ids"]).last_hidden_state
+        marker_only = BiEncoder(model.question_model, model.passage_model, "cls")(q, p)[1]
+    # by hand, from the positions pinned in test_collated_pool_positions
+    by_hand = [hidden[0, 3:9].mean(0), hidden[0, 9:15].mean(0), hidden[0, 15:21].mean(0),
+               hidden[1, 1:6].mean(0), hidden[1, 6:11].mean(0)]
+    torch.testing.assert_close(pv, torch.stack(by_hand))
+    torch.testing.assert_close(qv[1], q_hidden[1, 1:4].mean(0))  # <sent> hi [SEP]
+    assert not torch.allclose(pv, marker_only)
+    with pytest.raises(ValueError, match="pool_ends"):
+        model.encode_passages(**{k: v for k, v in p.items() if k != "pool_ends"})
 
 
 # ---------------------------------------------------------------------- HasAns

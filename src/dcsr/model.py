@@ -66,13 +66,26 @@ class BiEncoder(torch.nn.Module):
         optionally ``pool_positions`` ``[N]`` long, flat indices ``b * L + t``).
 
         Returns ``[B, H]`` ("cls": ``hidden[:, 0]`` as DPR; "mean": mean over the tokens
-        whose mask is 1) or, when the batch carries ``pool_positions``, ``[N, H]``: the
-        hidden states at those positions, in the order given (DCSR's ``<sent>`` markers).
+        whose mask is 1) or, when the batch carries ``pool_positions``, ``[N, H]``, one vector
+        per position, in the order given (DCSR's ``<sent>`` markers): "cls" takes the state at
+        the position (DCSR's own pooling); "mean" averages the states from the position up to
+        ``pool_ends`` ``[N]`` (exclusive flat indices: a sentence's marker and its tokens).
         """
         positions = batch.get("pool_positions") if isinstance(batch, Mapping) else None
         if positions is not None:
             b, l, h = hidden.shape
-            return hidden.reshape(b * l, h).index_select(0, positions.to(hidden.device).long())
+            flat = hidden.reshape(b * l, h)
+            positions = positions.to(hidden.device).long()
+            if self.pooling == "cls":
+                return flat.index_select(0, positions)
+            ends = batch.get("pool_ends")
+            if ends is None:
+                raise ValueError("mean pooling over marked sentences needs pool_ends in the batch")
+            ends = ends.to(hidden.device).long()
+            # prefix sums in float32: the mean of the rows in [start, end) is (P[end] - P[start]) / (end - start)
+            prefix = torch.cat([flat.new_zeros(1, h, dtype=torch.float32), flat.float().cumsum(dim=0)])
+            counts = (ends - positions).clamp(min=1).unsqueeze(-1).to(torch.float32)
+            return ((prefix.index_select(0, ends) - prefix.index_select(0, positions)) / counts).to(hidden.dtype)
         if self.pooling == "cls":
             return hidden[:, 0, :]
         mask = batch["attention_mask"].to(hidden.dtype).unsqueeze(-1)  # [B, L, 1]

@@ -13,7 +13,10 @@ reuses the ``[unused0]`` vocabulary entry, so the embedding matrix keeps its siz
 is ``[CLS] <sent> question [SEP]`` and its vector is the state at the marker (position 1), as
 DCSR's ``representation_token_pos=1``. The batch carries ``pool_positions`` (flat indices
 ``b * L + t``) and :meth:`dcsr.model.BiEncoder.pool` gathers those states, so the DPR model
-and training loop are unchanged.
+and training loop are unchanged. With ``pooling: mean`` a sentence vector is instead the mean
+of the states from its marker to the next marker (``pool_ends``), and a question's the mean
+from its marker to its ``[SEP]``: a configurable alternative for encoders pretrained with
+mean pooling (the official code has only the marker state, ``pooling: cls``).
 
 Samples (Section 3.2.1/3.2.2, Table 4): per question one positive sentence (a random sentence
 of the gold passage that contains an answer) and 1-2 negative sentences, see
@@ -165,19 +168,23 @@ def collate_encoded_passages(encoded: Sequence[tuple[list[int], list[int], list[
     token_type_ids = _pad([e[1] for e in encoded], 0)
     attention_mask = _pad([[1] * len(e[0]) for e in encoded], 0)
     length = input_ids.shape[1]
-    flat, owner, index = [], [], []
-    for row, (_ids, _types, positions, kept) in enumerate(encoded):
+    flat, ends, owner, index = [], [], [], []
+    for row, (ids, _types, positions, kept) in enumerate(encoded):
         where = dict(zip(kept, positions))
+        # a sentence runs from its marker to the next marker, the last one to the final [SEP]
+        until = dict(zip(kept, list(positions[1:]) + [len(ids) - 1]))
         wanted = kept if select is None else select[row]
         for sentence in wanted:
             if sentence not in where:
                 raise ValueError(f"passage row {row}: sentence {sentence} has no marker (kept: {kept})")
             flat.append(row * length + where[sentence])
+            ends.append(row * length + until[sentence])
             owner.append(row)
             index.append(sentence)
     as_long = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids,
-            "pool_positions": as_long(flat), "sentence_owner": as_long(owner), "sentence_index": as_long(index)}
+            "pool_positions": as_long(flat), "pool_ends": as_long(ends),
+            "sentence_owner": as_long(owner), "sentence_index": as_long(index)}
 
 
 def tokenize_sentence_passages(tokenizer, titles: Sequence[str] | None, texts: Sequence[str],
@@ -188,7 +195,8 @@ def tokenize_sentence_passages(tokenizer, titles: Sequence[str] | None, texts: S
 
     Returns padded ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[B, L]`` and, for
     the ``N`` pooled sentences, ``pool_positions`` ``[N]`` (flat ``b * L + t``, what
-    :meth:`BiEncoder.pool` gathers), ``sentence_owner`` ``[N]`` (the passage row ``b``) and
+    :meth:`BiEncoder.pool` gathers), ``pool_ends`` ``[N]`` (the flat index of the next marker,
+    or of the final ``[SEP]``: the sentence's end for mean pooling), ``sentence_owner`` ``[N]`` (the passage row ``b``) and
     ``sentence_index`` ``[N]`` (the sentence's index in that passage's ``spans``). Vectors are
     ordered by passage row, then by sentence (or by the order of ``select[b]``, the sentences
     to pool from passage ``b``; default: every sentence that got a marker). Indexing
@@ -207,8 +215,9 @@ def tokenize_sentence_passages(tokenizer, titles: Sequence[str] | None, texts: S
 def tokenize_marked_questions(tokenizer, questions: Sequence[str], max_length: int = DEFAULT_MAX_LENGTH,
                               marker_id: int | None = None) -> dict:
     """``[CLS] <sent> question [SEP]`` truncated to ``max_length``: padded ``input_ids`` /
-    ``attention_mask`` / ``token_type_ids`` ``[B, L]`` and ``pool_positions`` ``[B]`` = ``b * L + 1``
-    (DCSR's ``representation_token_pos=1``: the question vector is the marker's state)."""
+    ``attention_mask`` / ``token_type_ids`` ``[B, L]``, ``pool_positions`` ``[B]`` = ``b * L + 1``
+    (DCSR's ``representation_token_pos=1``: the question vector is the marker's state) and
+    ``pool_ends`` ``[B]`` = ``b * L + len(row)`` (mean pooling: marker to ``[SEP]``)."""
     if max_length < 3:
         raise ValueError(f"max_length must be at least 3, got {max_length}")
     marker = _marker(tokenizer, marker_id)
@@ -216,9 +225,11 @@ def tokenize_marked_questions(tokenizer, questions: Sequence[str], max_length: i
     rows = [[tokenizer.cls_token_id, marker] + p[: max_length - 3] + [tokenizer.sep_token_id] for p in pieces]
     input_ids = _pad(rows, tokenizer.pad_token_id)
     length = input_ids.shape[1]
+    starts = torch.arange(len(rows), dtype=torch.long) * length
     return {"input_ids": input_ids, "attention_mask": _pad([[1] * len(r) for r in rows], 0),
             "token_type_ids": torch.zeros_like(input_ids),
-            "pool_positions": torch.arange(len(rows), dtype=torch.long) * length + 1}
+            "pool_positions": starts + 1,
+            "pool_ends": starts + torch.tensor([len(r) for r in rows], dtype=torch.long)}
 
 
 # ---------------------------------------------------------------------- training samples
