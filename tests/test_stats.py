@@ -1,12 +1,13 @@
 import csv
+import math
 import subprocess
 import sys
 
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import write_biencoder
-from dcsr.stats import questions_per_gold_passage, write_table1
+from dcsr.formats import iter_biencoder, write_biencoder
+from dcsr.stats import coverage_statistics, coverage_statistics_of, questions_per_gold_passage, write_table1
 
 PAPER_YAML = """
 dcsr_table1:
@@ -121,3 +122,76 @@ def test_make_table1_script(repo, tmp_path):
     bad = subprocess.run(cmd[:2] + ["--train", str(nq), "--paper", str(tmp_path / "paper.yaml"), "--csv",
                                     str(tmp_path / "u.csv"), "--md", str(tmp_path / "u.md")], capture_output=True, text=True)
     assert bad.returncode == 2 and "one --label" in bad.stderr and not (tmp_path / "u.md").exists()
+
+
+# --------------------------------------------------------------------------- attribution paper, Table 3
+
+
+def coverage_records():
+    """Nine questions: gold passage A serves 3, B 2, C, D and E (no id: title and text) one each;
+    q7 has A only as its second positive, q9 has no positive."""
+    a, b, c, d = ctx("A", "alpha", "1"), ctx("B", "beta", "2"), ctx("C", "gamma", "3"), ctx("D", "delta", "4")
+    e = ctx("E", "epsilon")
+    return [rec("q1", a), rec("q2", a), rec("q3", a), rec("q4", b), rec("q5", b), rec("q6", c), rec("q7", d, a),
+            rec("q8", e), rec("q9")]
+
+
+def test_coverage_overlap_and_unique_by_hand(tmp_path):
+    s = coverage_statistics(write(tmp_path, "t.json", coverage_records()))
+    # default: passages shared by two or more questions overlap: A and B, 2 of 5 passages
+    assert (s["coverage"], s["overlapping"], s["questions"], s["without_positive"]) == (5, 2, 8, 1)
+    assert s["overlap"] == 0.4
+    assert s["unique"] == pytest.approx(5 * 0.6 ** 1.3) and s["unique"] == pytest.approx(2.5738, abs=1e-4)
+    assert (s["min_questions"], s["alpha"]) == (2, 1.3)
+
+
+def test_overlap_min_questions_and_alpha(tmp_path):
+    path = write(tmp_path, "t.json", coverage_records())
+    more_than_two = coverage_statistics(path, min_questions=3)  # the paper's wording: A only
+    assert (more_than_two["overlapping"], more_than_two["overlap"]) == (1, 0.2)
+    assert more_than_two["unique"] == pytest.approx(5 * 0.8 ** 1.3)
+    assert more_than_two["unique"] == pytest.approx(3.7410, abs=1e-4)
+    everyone = coverage_statistics(path, min_questions=1)
+    assert (everyone["overlapping"], everyone["overlap"], everyone["unique"]) == (5, 1.0, 0.0)
+    assert coverage_statistics(path, min_questions=4)["overlapping"] == 0
+    assert coverage_statistics(path, alpha=1)["unique"] == pytest.approx(3.0)
+    assert coverage_statistics(path, alpha=2)["unique"] == pytest.approx(1.8)
+
+
+def test_coverage_of_records_equals_the_streamed_file(tmp_path):
+    path = write(tmp_path, "t.json", coverage_records())
+    assert coverage_statistics_of(iter_biencoder(path, require_positive=False), 1.7, 3) == \
+        coverage_statistics(path, alpha=1.7, min_questions=3)
+
+
+def test_no_positives_no_coverage(tmp_path):
+    s = coverage_statistics(write(tmp_path, "t.json", [rec("q1"), rec("q2")]))
+    assert (s["coverage"], s["overlapping"], s["questions"], s["without_positive"]) == (0, 0, 0, 2)
+    assert math.isnan(s["overlap"]) and math.isnan(s["unique"])
+
+
+def test_papers_squad_row_follows_the_formula():
+    # SQuAD in Table 3: coverage 3,247, overlap 0.68, unique 738 (alpha 1.3): 2,208 of 3,247
+    # passages shared by 2 questions each, the rest by one
+    records = [{"positive_ctxs": [ctx("P", f"p{i}", str(i))]} for i in range(3247)
+               for _ in range(2 if i < 2208 else 1)]
+    s = coverage_statistics_of(records)
+    assert (s["coverage"], round(s["overlap"], 2), int(s["unique"])) == (3247, 0.68, 738)
+    assert coverage_statistics_of(records, min_questions=3)["overlapping"] == 0
+
+
+def test_dcsr_table1_shares_give_table3_overlaps():
+    # the DCSR paper's Table 1 (questions per gold passage: 1, 2, 3, >=4) of the same training
+    # sets: the share of passages with >= 2 questions is Table 3's printed overlap
+    for counts, printed in (((8482, 6065, 5013, 6754), 0.68), ((43401, 5308, 1206, 587), 0.14),
+                            ((32158, 4971, 1670, 1871), 0.21)):
+        records = [{"positive_ctxs": [ctx("P", f"{n}-{i}", f"{n}-{i}")]} for n, c in enumerate(counts, 1)
+                   for i in range(c) for _ in range(n)]
+        assert round(coverage_statistics_of(records)["overlap"], 2) == printed
+
+
+@pytest.mark.parametrize("kwargs, message", [({"min_questions": 0}, "min_questions"), ({"min_questions": 1.5}, "min_questions"),
+                                             ({"alpha": 0}, "alpha"), ({"alpha": float("nan")}, "alpha")])
+def test_bad_parameters(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        coverage_statistics_of(coverage_records(), **kwargs)
