@@ -25,6 +25,7 @@ include: "rules/embed.smk"
 include: "rules/search.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"
+include: "rules/attribution.smk"
 
 
 rule all:

@@ -8,13 +8,16 @@ import sys
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from dcsr.config import check_config  # noqa: E402
+from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
+from dcsr.config import check_config, sweep_models  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 
 
 validate(config, schema="../config/schema.yaml")
 try:
     check_config(config)
+    # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
+    config["models"].update(sweep_models(config))
 except InputError as e:
     raise WorkflowError(str(e))
 
@@ -39,6 +42,8 @@ wildcard_constraints:
     pmodel=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     shard=r"\d+",
     table=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    percent=r"\d+(\.\d+)?",
+    family=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
 
 
 # "bm25" names BM25's (question, passage) pair, never a dense model: the dense rules
@@ -54,6 +59,7 @@ SENTENCES = f"{R}/sentences/{{corpus}}/sentences.tsv"
 SENTENCE_STATS = f"{R}/sentences/{{corpus}}/stats.json"
 BM25_INDEX = f"{R}/bm25/{{corpus}}/index"
 MINED_TRAIN = f"{R}/bm25/negatives/{{dataset}}-train.json"
+SAMPLED_TRAIN = f"{R}/samples/{{dataset}}/train-{{percent}}pct.json"
 MODEL_DIR = f"{R}/models/{{model}}"
 CHECKPOINT_DIR = f"{R}/checkpoints/{{model}}"
 QUERY_VECTORS = f"{R}/queries/{{qmodel}}/{{dataset}}.npy"
@@ -61,7 +67,9 @@ SHARD_VECTORS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"
 SHARD_IDS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.ids.npy"
 SHARD_SENTENCE_NUMBERS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.sents.npy"
 SHARD_INDEX = f"{R}/index/{{corpus}}/{{pmodel}}/shard-{{shard}}.faiss"
-SHARD_HITS = f"{R}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}/shard-{{shard}}.npz"
+# one search job per passage-encoder shard answers every question set searched against it
+SHARD_HITS_DIR = f"{R}/hits/{{corpus}}/{{pmodel}}/shard-{{shard}}"
+SHARD_HITS_IN_DIR = "{qmodel}/{dataset}.npz"
 # BM25 is the (question, passage) "encoder pair" (bm25, bm25), so every retriever's run,
 # metrics and table row share one path shape.
 RUN = f"{R}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.trec"
@@ -75,6 +83,17 @@ TABLE1_CSV = f"{R}/tables/table1_questions_per_passage.csv"
 TABLE1_MD = f"{R}/tables/table1_questions_per_passage.md"
 VALIDATION_PNG = f"{R}/figures/validation-{{dataset}}.png"
 VALIDATION_CSV = f"{R}/figures/validation-{{dataset}}.csv"
+# Encoder attribution (second paper): every pair's metrics in one file, then its tables and figures
+PAIR_MATRIX = f"{R}/attribution/pair_matrix.csv"
+ATTRIBUTION_TABLE2 = f"{R}/tables/attribution_table2"  # + .csv / .md
+MARGINALS = f"{R}/tables/attribution_marginals-{{family}}"  # + .csv / .md
+MARGINALS_PNG = f"{R}/figures/attribution_marginals-{{family}}.png"
+PAIR_HEATMAP = f"{R}/figures/pair_matrix-{{family}}"  # + .png / .csv
+SWEEP_FIGURE = f"{R}/figures/data_efficiency"  # + .png / .csv
+ATTRIBUTION_TABLE4 = f"{R}/tables/attribution_table4"  # + .csv / .md
+FAMILY_COMPARISON = f"{R}/tables/attribution_compare"  # + .csv / .md
+ATTRIBUTION_TABLE3 = f"{R}/tables/attribution_table3"  # + .csv / .md
+COVERAGE_FIGURE = f"{R}/figures/coverage"  # + .png / .csv
 
 
 def log_path(rule_name, name):
@@ -123,12 +142,30 @@ def trained_models():
     return [m for m, mc in config["models"].items() if "train_on" in mc]
 
 
+def train_fraction(model):
+    return config["models"][model].get("train_fraction", 1.0)
+
+
+def model_training_file(model):
+    """What a model trains on: its dataset's training set, or a nested sample of it."""
+    ds = config["models"][model]["train_on"]
+    if train_fraction(model) < 1.0:
+        return SAMPLED_TRAIN.format(dataset=ds, percent=percent_label(train_fraction(model)))
+    return training_file(ds)
+
+
 def models_trained_on(dataset):
-    return [m for m in trained_models() if config["models"][m]["train_on"] == dataset]
+    """The models trained on all of ``dataset`` (the sweep's fractions are left out)."""
+    return [m for m in trained_models() if config["models"][m]["train_on"] == dataset and train_fraction(m) == 1.0]
 
 
 def squad_corpora():
     return [c for c, cc in config["corpora"].items() if "squad" in cc]
+
+
+def squad_article_datasets():
+    """SQuAD datasets of a group of articles (squad: {articles: START:STOP})."""
+    return [d for d, ds in config["datasets"].items() if isinstance(ds.get("squad"), dict)]
 
 
 def squad_args(corpus):
@@ -221,13 +258,105 @@ def final_outputs():
     out += [TABLE1_CSV, TABLE1_MD]
     for ds in sorted({config["models"][m]["train_on"] for m in trained_models()}):
         out += [VALIDATION_PNG.format(dataset=ds), VALIDATION_CSV.format(dataset=ds)]
+    out += attribution_outputs()
+    return out
+
+
+# ------------------------------------------------------------------ encoder attribution
+def attribution():
+    return config.get("attribution", {})
+
+
+def sweep_series():
+    """``{dataset: [(fraction, model), ...]}`` of the sweep, 1.0 = the family's own model."""
+    a = attribution()
+    if not a.get("sweep"):
+        return {}
+    family = a["families"][a["sweep"]["family"]]
+    out = {}
+    for ds in a["sweep"]["datasets"]:
+        series = {f: sweep_model_name(family[ds], f) for f in a["sweep"]["fractions"] if f != 1.0}
+        series[1.0] = family[ds]
+        out[ds] = sorted(series.items())
+    return out
+
+
+def attribution_cells():
+    """(question model, passage model, test set) of every pair the analysis reads: each family's
+    K x K pairs on every test set, BM25, and the sweep's encoders against the 100% ones (its
+    dataset's test set both ways, and its passage encoders with every in-domain question encoder)."""
+    a = attribution()
+    tests = a["test_sets"]
+    cells = []
+    for family in a["families"].values():
+        cells += [(q, p, t) for q in family.values() for p in family.values() for t in tests]
+    if a.get("bm25", True):
+        cells += [("bm25", "bm25", t) for t in tests]
+    if a.get("sweep"):
+        family = a["families"][a["sweep"]["family"]]
+        for ds, series in sweep_series().items():
+            for _f, m in series:
+                cells += [(m, p, ds) for p in family.values()] + [(q, m, ds) for q in family.values()]
+                cells += [(family[t], m, t) for t in tests if t in family]
+    return list(dict.fromkeys(cells))
+
+
+def attribution_spec():
+    a = attribution()
+    spec = {
+        "test_sets": a["test_sets"],
+        "metrics": a.get("metrics", ["top20", "top100"]),
+        "families": a["families"],
+        "paper_names": {d: ds.get("paper_name") for d, ds in config["datasets"].items()},
+        "bm25": a.get("bm25", True),
+    }
+    if a.get("sweep"):
+        spec["sweep_family"] = a["sweep"]["family"]
+        spec["sweeps"] = [{"dataset": d, "models": s} for d, s in sweep_series().items()]
+    if a.get("compare"):
+        spec["compare"] = [a["compare"]["baseline"], a["compare"]["method"]]
+    return spec
+
+
+def attribution_spec_arg(wc):
+    return shlex.quote(json.dumps(attribution_spec()))
+
+
+ATTRIBUTION_REPORT = f"{SCRIPTS}/attribution_report.py"
+PAPER_NUMBERS = str(Path(workflow.basedir) / "config" / "paper_numbers.yaml")
+
+
+def attribution_stats_entries():
+    """(dataset, fraction, training file) for Table 3 and Figure 4."""
+    a = attribution()
+    datasets = list(dict.fromkeys(d for fam in a["families"].values() for d in fam))
+    entries = [(d, 1.0, training_file(d)) for d in datasets]
+    for ds, series in sweep_series().items():
+        entries += [(ds, f, model_training_file(m)) for f, m in series if f != 1.0]
+    return entries
+
+
+def attribution_outputs():
+    a = attribution()
+    if not a:
+        return []
+    out = [PAIR_MATRIX, f"{ATTRIBUTION_TABLE2}.csv", f"{ATTRIBUTION_TABLE2}.md",
+           f"{ATTRIBUTION_TABLE3}.csv", f"{ATTRIBUTION_TABLE3}.md", f"{COVERAGE_FIGURE}.png", f"{COVERAGE_FIGURE}.csv"]
+    for family in a["families"]:
+        out += [f"{MARGINALS.format(family=family)}.{e}" for e in ("csv", "md")]
+        out += [MARGINALS_PNG.format(family=family)]
+        out += [f"{PAIR_HEATMAP.format(family=family)}.{e}" for e in ("png", "csv")]
+    if a.get("sweep"):
+        out += [f"{SWEEP_FIGURE}.png", f"{SWEEP_FIGURE}.csv", f"{ATTRIBUTION_TABLE4}.csv", f"{ATTRIBUTION_TABLE4}.md"]
+    if a.get("compare"):
+        out += [f"{FAMILY_COMPARISON}.csv", f"{FAMILY_COMPARISON}.md"]
     return out
 
 
 # ------------------------------------------------------------------ rule inputs
 def train_inputs(wc):
     ds = config["models"][wc.model]["train_on"]
-    inputs = {"train": training_file(ds), "dev": dataset_file(ds, "dev")}
+    inputs = {"train": model_training_file(wc.model), "dev": dataset_file(ds, "dev")}
     if is_dcsr(wc.model):  # DCSR's sentence spans of the passages it trains on
         inputs["sentences"] = SENTENCES.format(corpus=corpus_of(ds))
     return inputs
@@ -240,11 +369,52 @@ def embed_shard_inputs(wc):
     return inputs
 
 
+def dense_runs():
+    """(corpus, qmodel, pmodel, dataset) of every dense run the config asks for: the tables'
+    cells and the attribution pairs."""
+    runs = [run for table in config["tables"] for run in table_runs(table)]
+    if attribution():
+        runs += [(corpus_of(t), q, p, t) for q, p, t in attribution_cells()]
+    return sorted({run for run in runs if run[1] != "bm25"})
+
+
+def searches_of(corpus, pmodel):
+    """(qmodel, dataset) of every question set searched against ``pmodel``'s index of ``corpus``."""
+    return [(q, d) for c, q, p, d in dense_runs() if c == corpus and p == pmodel]
+
+
 def search_shard_inputs(wc):
-    inputs = {"index": SHARD_INDEX.format(**wc), "ids": SHARD_IDS.format(**wc), "queries": QUERY_VECTORS.format(**wc)}
+    inputs = {
+        "index": SHARD_INDEX.format(**wc),
+        "ids": SHARD_IDS.format(**wc),
+        "queries": [QUERY_VECTORS.format(qmodel=q, dataset=d) for q, d in searches_of(wc.corpus, wc.pmodel)],
+    }
+    if not inputs["queries"]:
+        raise WorkflowError(f"no table or attribution pair searches {wc.pmodel!r} on corpus {wc.corpus!r}")
     if is_dcsr(wc.pmodel) and "sentences_per_passage" not in config.get("dcsr", {}):
         inputs["stats"] = SENTENCE_STATS.format(corpus=wc.corpus)  # k = mean sentences per passage
     return inputs
+
+
+def search_args(wc, output):
+    return " ".join(
+        f"--search {shlex.quote(QUERY_VECTORS.format(qmodel=q, dataset=d))}"
+        f" {shlex.quote(str(Path(output[0]) / SHARD_HITS_IN_DIR.format(qmodel=q, dataset=d)))}"
+        for q, d in searches_of(wc.corpus, wc.pmodel)
+    )
+
+
+def merge_inputs(wc):
+    if (wc.corpus, wc.qmodel, wc.pmodel, wc.dataset) not in dense_runs():
+        raise WorkflowError(
+            f"the run {wc.qmodel} x {wc.pmodel} on {wc.dataset} ({wc.corpus}) is in no table and no attribution "
+            "pair of the config: add it to a table's rows (config key tables) to have it searched"
+        )
+    return [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards()]
+
+
+def merge_hit_files(wc, input):
+    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(**wc))) for d in input)
 
 
 def sentence_depth_args(wc, input):

@@ -89,3 +89,35 @@ rule prepare_squad:
         "python {params.script} {params.args} --download-dir {params.download_dir}"
         " --corpus-out {output.corpus} --train-out {output.train} --dev-out {output.dev}"
         " --test-out {output.test} 2> {log}"
+
+
+# A SQuAD dataset of one group of articles (a "domain"), over the corpus of all articles. It
+# waits for the corpus job, which downloads a URL source once for both.
+rule prepare_squad_dataset:
+    input:
+        corpus=CORPUS_TSV,
+    output:
+        train=GENERATED_TRAIN,
+        dev=GENERATED_DEV,
+        test=GENERATED_TEST,
+    log:
+        log_path("prepare_squad_dataset", "{corpus}/{dataset}"),
+    benchmark:
+        bench_path("prepare_squad_dataset", "{corpus}/{dataset}")
+    wildcard_constraints:
+        corpus=one_of(squad_corpora()),
+        dataset=one_of(squad_article_datasets()),
+    params:
+        script=f"{SCRIPTS}/prepare_squad.py",
+        args=lambda wc: squad_args(wc.corpus),
+        articles=lambda wc: shlex.quote(dataset_cfg(wc.dataset)["squad"]["articles"]),
+        download_dir=f"{R}/downloads/squad",
+    threads: 1
+    resources:
+        mem_mb=resources_for("prepare_squad", "mem_mb"),
+        runtime=resources_for("prepare_squad", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} {params.args} --articles {params.articles} --download-dir {params.download_dir}"
+        " --train-out {output.train} --dev-out {output.dev} --test-out {output.test} 2> {log}"

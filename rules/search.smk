@@ -1,5 +1,7 @@
-# FAISS: one index per vector shard, one search job per (question encoder, passage shard,
-# test set), and an exact top-k merge over the shards into a TREC run. For a DCSR passage
+# FAISS: one index per vector shard; one search job per passage-encoder shard, which loads the
+# shard index once and searches every question set paired with that encoder (the tables' rows
+# and the attribution pairs); an exact top-k merge over the shards into one TREC run per
+# (question encoder, passage encoder, test set). For a DCSR passage
 # encoder the vectors are sentences: each shard returns its top 100 x k sentences and the
 # merge ranks passages by HasAns (score normalization, DCSR Section 3.3).
 
@@ -35,16 +37,16 @@ rule search_shard:
     input:
         unpack(search_shard_inputs),
     output:
-        temp(SHARD_HITS),
+        temp(directory(SHARD_HITS_DIR)),
     wildcard_constraints:
-        qmodel=DENSE_MODEL,
         pmodel=DENSE_MODEL,
     log:
-        log_path("search_shard", "{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}"),
+        log_path("search_shard", "{corpus}/{pmodel}/{shard}"),
     benchmark:
-        bench_path("search_shard", "{corpus}/{qmodel}/{pmodel}/{dataset}/{shard}")
+        bench_path("search_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/search_shard.py",
+        searches=search_args,
         k=config["search"].get("k", 100),
         gpu=str(config["index"].get("gpu", "auto")).lower(),
         depth=sentence_depth_args,
@@ -56,13 +58,13 @@ rule search_shard:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --index {input.index} --ids {input.ids} --queries {input.queries}"
-        " --output {output} --k {params.k} --gpu {params.gpu} {params.depth} 2> {log}"
+        "python {params.script} --index {input.index} --ids {input.ids} {params.searches}"
+        " --k {params.k} --gpu {params.gpu} {params.depth} 2> {log}"
 
 
 rule merge_runs:
     input:
-        lambda wc: expand(SHARD_HITS, shard=shards(), **wc),
+        merge_inputs,
     output:
         RUN,
     wildcard_constraints:
@@ -74,6 +76,7 @@ rule merge_runs:
         bench_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/merge_runs.py",
+        hits=merge_hit_files,
         k=config["search"].get("k", 100),
         tag=lambda wc: f"{wc.qmodel}--{wc.pmodel}",
         hasans=lambda wc: (
@@ -86,4 +89,4 @@ rule merge_runs:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --output {output} --k {params.k} --tag {params.tag} {params.hasans} {input} 2> {log}"
+        "python {params.script} --output {output} --k {params.k} --tag {params.tag} {params.hasans} {params.hits} 2> {log}"

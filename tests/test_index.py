@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from dcsr.index import build_index, index_shard, merge_topk, search_shard, topk_to_run
+from dcsr.errors import InputError
+from dcsr.index import build_index, index_shard, merge_topk, search_shard, search_shard_many, topk_to_run
 
 
 def _exact_topk(x, q, ids, k):
@@ -45,6 +46,34 @@ def test_shard_smaller_than_k_pads_and_merge_drops_padding(tmp_path):
     assert z["ids"].tolist() == [[6, 5, 7, -1, -1]] or z["ids"][0, 0] == 6
     run = topk_to_run(*merge_topk([z["scores"]], [z["ids"]], 5))
     assert [pid for pid, _ in run[0]][0] == 6 and len(run[0]) == 3
+
+
+def test_one_index_load_answers_several_question_sets(tmp_path, monkeypatch):
+    """Every question encoder searched against a passage shard: one read of the index, each
+    question set's hits exactly those of its own search, written under nested folders."""
+    import dcsr.index as index_mod
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(40, 8)).astype(np.float32)
+    np.save(tmp_path / "v.npy", x)
+    np.save(tmp_path / "i.npy", np.arange(40, dtype=np.int64) + 100)
+    index_shard(tmp_path / "v.npy", tmp_path / "s.faiss")
+    searches = []
+    for name, n in (("a", 3), ("b", 5)):
+        np.save(tmp_path / f"q{name}.npy", rng.normal(size=(n, 8)).astype(np.float32))
+        searches.append((tmp_path / f"q{name}.npy", tmp_path / "hits" / name / "test.npz"))
+    reads = []
+    real_read = index_mod.read_index
+    monkeypatch.setattr(index_mod, "read_index", lambda *a, **kw: reads.append(a) or real_read(*a, **kw))
+    stats = search_shard_many(tmp_path / "s.faiss", tmp_path / "i.npy", searches, k=4, use_gpu=False)
+    assert len(reads) == 1 and [st["queries"] for st in stats] == [3, 5]
+    for queries, out in searches:
+        ref_s, ref_i = _exact_topk(x, np.load(queries), np.arange(40) + 100, 4)
+        np.testing.assert_array_equal(np.load(out)["ids"], ref_i)
+    np.save(tmp_path / "bad.npy", np.zeros((2, 5), dtype=np.float32))
+    with pytest.raises(InputError, match="bad.npy"):
+        search_shard_many(tmp_path / "s.faiss", tmp_path / "i.npy", [(tmp_path / "bad.npy", tmp_path / "x.npz")], 4, False)
+    assert not (tmp_path / "x.npz").exists()
 
 
 def test_merge_ties_break_by_passage_id():

@@ -8,7 +8,7 @@ import pytest
 
 from dcsr.errors import InputError
 from dcsr.formats import iter_passages, read_biencoder, read_qas
-from dcsr.squad import CROSSES, article_splits, squad_to_dpr, write_squad_dpr
+from dcsr.squad import CROSSES, article_splits, parse_article_range, squad_to_dpr, write_squad_dpr
 
 
 def qa(qid, question, context, *answers):
@@ -172,3 +172,31 @@ def test_script_writes_files_and_reports_errors_in_one_line(tmp_path, repo):
     fail = subprocess.run(cmd[:3] + [str(tmp_path / "missing.json"), "--test-out", str(tmp_path / "x.csv")], capture_output=True, text=True)
     assert fail.returncode == 2 and fail.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.json'}: no such file (give a local path or an http(s) URL)"
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_group_of_articles_is_a_domain_over_the_whole_corpus(tmp_path):
+    src = write_json(tmp_path / "s.json", articles(20))
+    split = {"train": 0.6, "dev": 0.2, "test": 0.2}
+    whole = squad_to_dpr(src, passage_words=5, split=split, seed=3)
+    first = squad_to_dpr(src, passage_words=5, split=split, seed=3, articles=parse_article_range("0:10"))
+    last = squad_to_dpr(src, passage_words=5, split=split, seed=3, articles=parse_article_range("10:"))
+    assert first.passages == last.passages == whole.passages  # the corpus keeps every article
+    title = {p.id: p.title for p in whole.passages}
+    first_titles = {title[int(r["positive_ctxs"][0]["passage_id"])] for r in first.train + first.dev}
+    last_titles = {title[int(r["positive_ctxs"][0]["passage_id"])] for r in last.train + last.dev}
+    assert first_titles <= {f"Article {i}" for i in range(10)} and last_titles <= {f"Article {i}" for i in range(10, 20)}
+    assert first.stats["articles"] == last.stats["articles"] == {"train": 6, "dev": 2, "test": 2}
+    assert {q.question for q in first.test}.isdisjoint({q.question for q in last.test})
+    assert len(first.train) + len(last.train) == 24
+
+
+@pytest.mark.parametrize("text", ["5", "3:3", "a:b", "1:2:3", "-1:4"])
+def test_bad_article_ranges(text):
+    with pytest.raises(InputError, match="articles"):
+        parse_article_range(text)
+
+
+def test_a_range_past_the_last_article_is_an_error(tmp_path):
+    with pytest.raises(InputError, match="has 3 articles"):
+        squad_to_dpr(write_json(tmp_path / "s.json", articles(3)), passage_words=5, split=(1, 0, 0),
+                     articles=parse_article_range("5:9"))

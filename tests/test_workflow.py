@@ -14,7 +14,7 @@ import yaml
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def snakemake(repo, workdir, *args, timeout=900):
+def snakemake(repo, workdir, *args, timeout=1800):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
         [SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), *args],
@@ -87,10 +87,68 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     assert "| DCSR | encyclopedia |" in md
     # DCSR Table 1 (questions per gold passage) and Figure 4 (dev accuracy per epoch, DPR and DCSR)
     table1 = list(csv.DictReader(open(results / "tables" / "table1_questions_per_passage.csv")))
-    assert {r["row"] for r in table1} == {"encyclopedia"} and "encyclopedia (ours)" in (results / "tables" / "table1_questions_per_passage.md").read_text()
+    assert {r["row"] for r in table1} == {"encyclopedia", "trivia", "chat"} and "encyclopedia (ours)" in (results / "tables" / "table1_questions_per_passage.md").read_text()
     assert (results / "figures" / "validation-encyclopedia.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     curves = list(csv.DictReader(open(results / "figures" / "validation-encyclopedia.csv")))
     assert {r["label"] for r in curves} == {"dpr", "dcsr"}
+    check_attribution_outputs(results)
+
+
+def check_attribution_outputs(results):
+    """The encoder attribution analysis of config.yaml + ci.yaml: K = 3 domains, DPR and DCSR
+    families, a sweep of trivia at 40% and 100%."""
+    tests = ("encyclopedia", "trivia", "chat")
+    families = {"DPR": {"encyclopedia": "dpr", "trivia": "dpr-trivia", "chat": "dpr-chat"},
+                "DCSR": {"encyclopedia": "dcsr", "trivia": "dcsr-trivia", "chat": "dcsr-chat"}}
+    matrix = {}
+    for r in csv.DictReader(open(results / "attribution" / "pair_matrix.csv")):
+        matrix[(r["question_encoder"], r["passage_encoder"], r["test_set"], r["metric"])] = float(r["value"])
+    # the matrix is complete: every (question encoder, passage encoder) of a family on every test set
+    for fam in families.values():
+        for q in fam.values():
+            for p in fam.values():
+                for t in tests:
+                    for m in ("top20", "top100"):
+                        assert (q, p, t, m) in matrix, (q, p, t, m)
+    # and each cell is the metrics file of that pair's run
+    cell = json.loads((results / "metrics" / "demo" / "dpr-chat" / "dpr" / "encyclopedia.json").read_text())
+    assert matrix[("dpr-chat", "dpr", "encyclopedia", "top20")] == pytest.approx(cell["top20"])
+    # a marginal is the mean of its row (question encoder) or column (passage encoder) of the matrix
+    for fam_name, fam in families.items():
+        rows = list(csv.DictReader(open(results / "tables" / f"attribution_marginals-{fam_name}.csv")))
+        assert {(r["dataset"], r["metric"]) for r in rows} == {(t, m) for t in tests for m in ("top20", "top100")}
+        for r in rows:
+            t, m, own = r["dataset"], r["metric"], fam[r["dataset"]]
+            row = [matrix[(own, p, t, m)] for p in fam.values()]
+            col = [matrix[(q, own, t, m)] for q in fam.values()]
+            assert float(r["question_marginal"]) == pytest.approx(sum(row) / 3, abs=1e-3)
+            assert float(r["passage_marginal"]) == pytest.approx(sum(col) / 3, abs=1e-3)
+            assert float(r["tandem"]) == pytest.approx(matrix[(own, own, t, m)], abs=1e-3)
+        assert (results / "figures" / f"attribution_marginals-{fam_name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (results / "figures" / f"pair_matrix-{fam_name}.png").read_bytes()[:4] == b"\x89PNG"
+    # Table 2 has BM25 and the six in-tandem bi-encoders, each on every test set plus the average
+    t2 = list(csv.DictReader(open(results / "tables" / "attribution_table2.csv")))
+    assert {r["row"] for r in t2} == {"BM25"} | {f"{f}-{d}" for f, fam in families.items() for d in fam}
+    assert {r["test_set"] for r in t2} == set(tests) | {"Average"}
+    # the sweep: dpr-trivia-40pct trained on its nested sample, with both curves and Table 4
+    sample = json.loads((results / "samples" / "trivia" / "train-40pct.json").read_text())
+    full = json.loads((results / "bm25" / "negatives" / "trivia-train.json").read_text())
+    assert len(sample) == round(0.4 * len(full)) and all(r in full for r in sample)
+    sweep = list(csv.DictReader(open(results / "figures" / "data_efficiency.csv")))
+    assert {(r["model"], float(r["fraction"])) for r in sweep} == {("dpr-trivia-40pct", 0.4), ("dpr-trivia", 1.0)}
+    for r in sweep:
+        if r["model"] == "dpr-trivia-40pct":
+            col = [matrix[(q, "dpr-trivia-40pct", "trivia", r["metric"])] for q in families["DPR"].values()]
+            assert float(r["passage_marginal"]) == pytest.approx(sum(col) / 3, abs=1e-3)
+    t4 = list(csv.DictReader(open(results / "tables" / "attribution_table4.csv")))
+    assert {r["row"] for r in t4} >= {"trivia-100%"}
+    # Table 3 / Figure 4 statistics, and DCSR against DPR per side
+    t3 = list(csv.DictReader(open(results / "tables" / "attribution_table3.csv")))
+    assert {(r["dataset"], float(r["fraction"])) for r in t3} == {(d, 1.0) for d in tests} | {("trivia", 0.4)}
+    compare = list(csv.DictReader(open(results / "tables" / "attribution_compare.csv")))
+    assert {r["side"] for r in compare} == {"question", "passage", "tandem"}
+    assert (results / "figures" / "data_efficiency.png").read_bytes()[:4] == b"\x89PNG"
+    assert (results / "figures" / "coverage.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.slow
@@ -129,3 +187,43 @@ def test_killed_training_resumes_when_snakemake_runs_again(repo, tmp_path, tiny_
     assert "resuming from step" in log, log[-2000:]
     meta = json.loads((results / "models" / "dpr" / "dcsr.json").read_text())
     assert meta["step"] == 200
+
+
+def test_paper_attribution_dag_is_the_matrix_without_waste(repo, tmp_path):
+    """config/paper-attribution.yaml, dry run over empty stand-ins of DPR's files: one corpus
+    encoding and one search job per passage encoder and shard, K x K x T runs per family, the
+    sweep's extra pairs."""
+    cfg = yaml.safe_load((repo / "config" / "paper-attribution.yaml").read_text())
+    for c in cfg["corpora"].values():
+        (tmp_path / c["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / c["path"]).touch()
+    for ds in cfg["datasets"].values():
+        for path in ds["files"].values():
+            (tmp_path / path).touch()
+    r = snakemake(repo, tmp_path, "-n", "--quiet", "rules", "--configfile", str(repo / "config" / "paper-attribution.yaml"))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    counts = {}
+    for line in (r.stdout + r.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    k, t, shards, fractions = 5, 5, cfg["embed"]["shards"], 6  # fractions below 100%
+    sweeps = len(cfg["attribution"]["sweep"]["datasets"])
+    passage_encoders = 2 * k + sweeps * fractions  # DPR and DCSR families, and the sweep's encoders
+    # a sweep encoder is searched as question encoder against the K 100% indexes on its dataset (K),
+    # and its index by the K 100% question encoders on its dataset (K) and by each test set's
+    # own question encoder (T, one of them already counted)
+    pairs = 2 * k * k * t + sweeps * fractions * (k + k + t - 1)
+    assert counts["train_biencoder"] == passage_encoders
+    assert counts["embed_shard"] == passage_encoders * shards  # never K^2 corpus encodings
+    assert counts["index_shard"] == passage_encoders * shards
+    assert counts["merge_runs"] == pairs
+    # one search job per passage-encoder shard, loading the shard index once for all its pairs
+    assert counts["search_shard"] == passage_encoders * shards
+    assert counts["evaluate_topk"] == pairs + t  # + BM25 on each test set
+    assert counts["embed_questions"] == 2 * k * t + sweeps * fractions
+    assert counts["sample_training_set"] == sweeps * fractions
+    for rule in ("collect_pair_matrix", "make_attribution_table2", "make_attribution_table4", "plot_data_efficiency",
+                 "compare_families", "make_coverage_table"):
+        assert counts[rule] == 1
+    assert counts["plot_marginalization"] == 2

@@ -258,3 +258,30 @@ def write_sample(train_json: str | os.PathLike, out_json: str | os.PathLike, ind
     """
     chosen = _checked_indices(indices)  # bad indices fail before anything is opened
     return write_biencoder(out_json, iter_sample(train_json, chosen))
+
+
+# --------------------------------------------------------------------------- sweep names
+
+
+def percent_label(fraction: float) -> str:
+    """``0.1 -> "10"``, ``0.125 -> "12.5"``: a fraction as the percent used in file and model names
+    (computed in decimal, so ``0.55`` gives ``"55"``, not ``"55.00000000000001"``)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise InputError("fraction", f"must be in (0, 1], got {fraction!r}")
+    return f"{float(Decimal(repr(float(fraction))) * 100):g}"
+
+
+def fraction_of(percent: str) -> float:
+    """The inverse of :func:`percent_label`: ``"55" -> 0.55``."""
+    try:
+        value = float(Decimal(percent) / 100)
+    except ArithmeticError:
+        raise InputError("percent", f"{percent!r} is not a number")
+    if not 0 < value <= 1:
+        raise InputError("percent", f"{percent!r} is not in (0, 100]")
+    return value
+
+
+def sweep_model_name(model: str, fraction: float) -> str:
+    """The name of ``model`` retrained on ``fraction`` of its training set: ``dpr-nq-40pct``."""
+    return f"{model}-{percent_label(fraction)}pct"

@@ -20,9 +20,14 @@ def check_config(cfg: dict) -> None:
             raise InputError(_key("datasets", name, "corpus"), f"names corpus {ds['corpus']!r}, which is not under 'corpora' ({', '.join(corpora)})")
         if "generated" in ds and "generate" not in corpora[ds["corpus"]]:
             raise InputError(_key("datasets", name, "generated"), f"corpus {ds['corpus']!r} is not generated, so the dataset cannot be")
-        if "squad" in ds and ("squad" not in corpora[ds["corpus"]] or name != ds["corpus"]):
-            raise InputError(_key("datasets", name, "squad"), "a SQuAD dataset must have the name of its corpus, "
-                                                               "and that corpus a 'squad' block")
+        if "squad" in ds and "squad" not in corpora[ds["corpus"]]:
+            raise InputError(_key("datasets", name, "squad"), f"corpus {ds['corpus']!r} has no 'squad' block")
+        if ds.get("squad") is True and name != ds["corpus"]:
+            raise InputError(_key("datasets", name, "squad"), "a dataset of all SQuAD questions must have the name "
+                                                               "of its corpus (a group of articles: squad: {articles: START:STOP})")
+        if isinstance(ds.get("squad"), dict) and name == ds["corpus"]:
+            raise InputError(_key("datasets", name, "squad"), "the corpus's own name is its dataset of all questions "
+                                                               "(squad: true); name a group of articles otherwise")
     for name, m in models.items():
         if m["init"] not in encoders:
             raise InputError(_key("models", name, "init"), f"names encoder {m['init']!r}, which is not under 'encoders' ({', '.join(encoders)})")
@@ -40,3 +45,80 @@ def check_config(cfg: dict) -> None:
                     raise InputError(_key("tables", tname, "rows", i), f"needs 'retriever: bm25' or both 'question' and 'passage' (missing {side!r})")
                 if row[side] not in models:
                     raise InputError(_key("tables", tname, "rows", i, side), f"names model {row[side]!r}, which is not under 'models'")
+    if "attribution" in cfg:
+        check_attribution(cfg)
+
+
+def check_attribution(cfg: dict) -> None:
+    """The ``attribution`` section: families of in-domain bi-encoders, test sets, sweep, comparison."""
+    a, datasets, models = cfg["attribution"], cfg["datasets"], cfg["models"]
+    for i, t in enumerate(a["test_sets"]):
+        if t not in datasets:
+            raise InputError(_key("attribution", "test_sets", i), f"names dataset {t!r}, which is not under 'datasets'")
+    for fam, members in a["families"].items():
+        first = None
+        for ds, model in members.items():
+            where = _key("attribution", "families", fam, ds)
+            if ds not in datasets:
+                raise InputError(where, f"{ds!r} is not under 'datasets'")
+            if model not in models:
+                raise InputError(where, f"names model {model!r}, which is not under 'models'")
+            m = models[model]
+            if m.get("train_on") != ds:
+                raise InputError(where, f"model {model!r} must be trained on {ds!r} (its train_on is "
+                                        f"{m.get('train_on')!r}): a family holds one in-domain model per dataset")
+            if m.get("train_fraction", 1.0) != 1.0:
+                raise InputError(where, f"model {model!r} is trained on a fraction of {ds!r}; the prior holds 100% encoders")
+            # Eq. 7's prior: encoders trained the same way (same method and initial checkpoint)
+            if first is None:
+                first = (model, m)
+            elif (m["method"], m["init"]) != (first[1]["method"], first[1]["init"]):
+                raise InputError(where, f"model {model!r} ({m['method']}, init {m['init']}) differs from "
+                                        f"{first[0]!r} ({first[1]['method']}, init {first[1]['init']}): the models "
+                                        "of a family must share method and initial checkpoint")
+        if not any(ds in a["test_sets"] for ds in members):
+            raise InputError(_key("attribution", "families", fam), "has no dataset among attribution.test_sets, "
+                                                                   "so nothing is in-domain")
+    sweep = a.get("sweep")
+    if sweep:
+        fam = sweep["family"]
+        if fam not in a["families"]:
+            raise InputError(_key("attribution", "sweep", "family"), f"{fam!r} is not under attribution.families")
+        for i, ds in enumerate(sweep["datasets"]):
+            if ds not in a["families"][fam]:
+                raise InputError(_key("attribution", "sweep", "datasets", i), f"{ds!r} has no model in family {fam!r}")
+            if ds not in a["test_sets"]:
+                raise InputError(_key("attribution", "sweep", "datasets", i), f"{ds!r} is not a test set, so its "
+                                                                              "sweep has no in-domain marginal")
+    compare = a.get("compare")
+    if compare:
+        for key in ("baseline", "method"):
+            if compare[key] not in a["families"]:
+                raise InputError(_key("attribution", "compare", key), f"{compare[key]!r} is not under attribution.families")
+        shared = set(a["families"][compare["baseline"]]) & set(a["families"][compare["method"]]) & set(a["test_sets"])
+        if not shared:
+            raise InputError(_key("attribution", "compare"), "the two families share no in-domain test set")
+
+
+def sweep_models(cfg: dict) -> dict[str, dict]:
+    """The models of the data-efficiency sweep, ``{name: model config}``: each in-domain model of
+    the sweep family retrained on every fraction below 1 of its training set (same settings,
+    ``train_fraction`` added). A name that is already taken by a different model is an error."""
+    from .attribution import sweep_model_name
+
+    sweep = cfg.get("attribution", {}).get("sweep")
+    if not sweep:
+        return {}
+    family = cfg["attribution"]["families"][sweep["family"]]
+    out = {}
+    for ds in sweep["datasets"]:
+        base = family[ds]
+        for f in sweep["fractions"]:
+            if f == 1.0:
+                continue
+            name = sweep_model_name(base, f)
+            model = {**cfg["models"][base], "train_fraction": f}
+            if name in cfg["models"] and cfg["models"][name] != model:
+                raise InputError(_key("models", name), f"is also the name of the sweep's {f:g} sample of {base!r}")
+            out[name] = model
+    return out

@@ -2,7 +2,8 @@
 
 Every shard gets its own index, built from any FAISS factory string (``Flat`` by default:
 exact inner product, as DPR). A search job loads ONE shard index and writes that shard's
-top-k hits per question; a merge job combines the shards' hits. Because each shard returns
+top-k hits per question, for every question set searched against that passage encoder;
+a merge job per (question encoder, passage encoder, test set) combines the shards' hits. Because each shard returns
 its own exact top-k, the merged top-k equals a search over all vectors at once, and no job
 ever holds more than one shard in memory.
 """
@@ -80,13 +81,27 @@ def index_shard(vectors_npy: str | os.PathLike, out_index: str | os.PathLike, fa
 def search_shard(index_path: str | os.PathLike, ids_npy: str | os.PathLike, queries_npy: str | os.PathLike,
                  out_npz: str | os.PathLike, k: int, use_gpu: bool | str = "auto", batch_size: int = 4096) -> dict:
     """Top-``k`` of every query in one shard. Writes ``scores`` ``[Q, k]`` (float32) and
-    ``rows`` ``[Q, k]`` (int64 row ids of the shard's ids file; -1 where the shard has
-    fewer than ``k`` vectors)."""
+    ``ids`` ``[Q, k]`` (int64 passage ids; -1 where the shard has fewer than ``k`` vectors)."""
+    return search_shard_many(index_path, ids_npy, [(queries_npy, out_npz)], k, use_gpu, batch_size)[0]
+
+
+def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
+                      searches: Sequence[tuple[str | os.PathLike, str | os.PathLike]], k: int,
+                      use_gpu: bool | str = "auto", batch_size: int = 4096) -> list[dict]:
+    """:func:`search_shard` for several ``(queries .npy, output .npz)`` pairs, loading the shard
+    index once: every question encoder and test set searched against one passage encoder's
+    shard (at 21M passages, reading a shard index costs far more than searching it)."""
     index = read_index(index_path, use_gpu=use_gpu)
     ids = np.load(ids_npy)
     if index.ntotal != len(ids):
         raise InputError(str(ids_npy), f"has {len(ids)} ids but the index {index_path} holds {index.ntotal} vectors")
+    return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size) for queries_npy, out_npz in searches]
+
+
+def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int) -> dict:
     q = np.ascontiguousarray(np.load(queries_npy), dtype=np.float32)
+    if q.ndim != 2 or (len(q) and index.ntotal and q.shape[1] != index.d):
+        raise InputError(str(queries_npy), f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
     kk = min(k, max(int(index.ntotal), 1))
     scores = np.full((len(q), k), -np.inf, dtype=np.float32)
     rows = np.full((len(q), k), -1, dtype=np.int64)

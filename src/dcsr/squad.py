@@ -26,6 +26,7 @@ import math
 import os
 import random
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,20 +178,50 @@ def _article(path, i: int, art, passage_words: int, first_id: int):
     return passages, questions
 
 
+def parse_article_range(text: str) -> range:
+    """``"0:18"`` -> ``range(0, 18)``: articles by position in the file, as a Python slice
+    (``":18"``, ``"18:"``; no step)."""
+    parts = str(text).split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        start = int(parts[0]) if parts[0].strip() else 0
+        stop = int(parts[1]) if parts[1].strip() else None
+    except ValueError:
+        raise InputError("articles", f"expected START:STOP (article positions, e.g. 0:18), got {text!r}")
+    if start < 0 or (stop is not None and stop <= start):
+        raise InputError("articles", f"{text!r} selects no articles")
+    return range(start, stop if stop is not None else sys.maxsize)
+
+
 def squad_to_dpr(squad_json_path: str | os.PathLike, *, passage_words: int = DEFAULT_PASSAGE_WORDS,
-                 split: Mapping[str, float | int] | Sequence = DEFAULT_SPLIT, seed: int = DEFAULT_SEED) -> SquadDPR:
-    """Convert a SQuAD v1.1 JSON file to DPR's corpus, biencoder train/dev and test qas."""
+                 split: Mapping[str, float | int] | Sequence = DEFAULT_SPLIT, seed: int = DEFAULT_SEED,
+                 articles: range | Sequence[int] | None = None) -> SquadDPR:
+    """Convert a SQuAD v1.1 JSON file to DPR's corpus, biencoder train/dev and test qas.
+
+    ``articles`` (positions in the file, e.g. ``range(0, 18)``) keeps only those articles'
+    questions, split among them by ``split``: a dataset of one group of articles (a "domain"),
+    over the corpus of all articles. Default: every article.
+    """
     if passage_words < 1:
         raise InputError("passage_words", f"must be at least 1, got {passage_words}")
     path = Path(squad_json_path)
-    articles = _load(path)
+    data = _load(path)
     passages, per_article = [], []
-    for i, art in enumerate(articles):
+    for i, art in enumerate(data):
         ps, qs = _article(path, i, art, passage_words, len(passages) + 1)
         passages += ps
         per_article.append((ps, qs))
     by_id = {p.id: p for p in passages}
-    splits = article_splits(len(articles), split, seed)
+    if articles is None:
+        chosen = list(range(len(data)))
+    elif isinstance(articles, range):
+        chosen = list(articles[: max(0, len(data) - articles.start)])
+    else:
+        chosen = [i for i in articles if 0 <= i < len(data)]
+    if not chosen:
+        raise InputError(str(path), f"has {len(data)} articles; the selection {articles} holds none of them")
+    splits = {s: [chosen[i] for i in idx] for s, idx in article_splits(len(chosen), split, seed).items()}
     out = {"train": [], "dev": [], "test": []}
     gold_of, dropped = [], {s: Counter() for s in SPLITS}
     no_dpr_match = 0

@@ -14,7 +14,8 @@ from urllib.parse import urlparse
 from dcsr.cli import script
 from dcsr.download import fetch
 from dcsr.errors import InputError
-from dcsr.squad import DEFAULT_PASSAGE_WORDS, DEFAULT_SEED, DEFAULT_SPLIT, squad_to_dpr, write_squad_dpr
+from dcsr.squad import (DEFAULT_PASSAGE_WORDS, DEFAULT_SEED, DEFAULT_SPLIT, parse_article_range, squad_to_dpr,
+                        write_squad_dpr)
 
 
 def size(value: str) -> int | float:
@@ -37,6 +38,8 @@ def main():
         ap.add_argument(f"--{s}", type=size, default=DEFAULT_SPLIT[s],
                         help=f"fraction (or, when all three are integers, number) of articles in {s}")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--articles", help="only these articles' questions, START:STOP by position in the file "
+                                       "(a domain of article groups; the corpus keeps every article)")
     ap.add_argument("--corpus-out")
     ap.add_argument("--train-out")
     ap.add_argument("--dev-out")
@@ -48,7 +51,8 @@ def main():
     name = Path(urlparse(a.source).path).name or "squad.json"
     path = fetch(a.source, Path(a.download_dir) / name, sha256=a.sha256)
     data = squad_to_dpr(path, passage_words=a.passage_words, seed=a.seed,
-                        split={"train": a.train, "dev": a.dev, "test": a.test})
+                        split={"train": a.train, "dev": a.dev, "test": a.test},
+                        articles=parse_article_range(a.articles) if a.articles else None)
     write_squad_dpr(data, **outs)
     json.dump(data.stats, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -1,10 +1,13 @@
-"""Search one shard index with a question-vector file: top-k scores and passage ids (.npz)."""
+"""Search one shard index with question-vector files: top-k scores and passage ids (.npz).
+
+The shard index is loaded once and searched with every ``--search QUERIES OUTPUT`` pair
+(each question encoder and test set paired with this passage encoder)."""
 import argparse
 import json
 import logging
 
 from dcsr.cli import script
-from dcsr.index import search_shard
+from dcsr.index import search_shard_many
 
 
 @script
@@ -12,8 +15,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--index", required=True)
     ap.add_argument("--ids", required=True)
-    ap.add_argument("--queries", required=True)
-    ap.add_argument("--output", required=True)
+    ap.add_argument("--search", nargs=2, action="append", required=True, metavar=("QUERIES", "OUTPUT"),
+                    help="question vectors (.npy) and where their hits go (.npz); repeatable")
     ap.add_argument("--k", type=int, default=100, help="hits per question (DCSR: passages, see below)")
     ap.add_argument("--sentence-stats", default=None,
                     help="DCSR: the sentence-splitting stats; search the top k x (sentences per passage) sentences")
@@ -28,8 +31,8 @@ def main():
 
         k = sentence_search_depth(a.k, a.sentence_stats, a.sentences_per_passage)
         logging.info("DCSR: searching the top %d sentences for %d passages", k, a.k)
-    stats = search_shard(a.index, a.ids, a.queries, a.output, k, use_gpu=gpu)
-    logging.info("done: %s", json.dumps(stats))
+    for (queries, out), stats in zip(a.search, search_shard_many(a.index, a.ids, a.search, k, use_gpu=gpu)):
+        logging.info("%s -> %s: %s", queries, out, json.dumps(stats))
 
 
 if __name__ == "__main__":

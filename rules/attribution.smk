@@ -1,0 +1,218 @@
+# Encoder attribution (the second paper): every question encoder of a family is searched
+# against every passage encoder's index on every test set. The pairs need no rules of their
+# own: a pair (q, p, t) is the ordinary run/metrics path of search.smk and evaluate.smk, so a
+# passage encoder embeds the corpus once and the K x K x T searches are independent jobs.
+# Here: the sweep's training samples, the pair matrix, and the tables and figures.
+
+
+rule sample_training_set:
+    input:
+        lambda wc: training_file(wc.dataset),
+    output:
+        SAMPLED_TRAIN,
+    log:
+        log_path("sample_training_set", "{dataset}/{percent}"),
+    benchmark:
+        bench_path("sample_training_set", "{dataset}/{percent}")
+    params:
+        script=f"{SCRIPTS}/sample_training_set.py",
+        fraction=lambda wc: fraction_of(wc.percent),
+        seed=attribution().get("sweep", {}).get("seed", config["seed"]),
+    threads: 1
+    resources:
+        mem_mb=resources_for("sample_training_set", "mem_mb"),
+        runtime=resources_for("sample_training_set", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --train {input} --fraction {params.fraction} --seed {params.seed}"
+        " --output {output} 2> {log}"
+
+
+rule collect_pair_matrix:
+    input:
+        lambda wc: [
+            METRICS.format(corpus=corpus_of(t), qmodel=q, pmodel=p, dataset=t) for q, p, t in attribution_cells()
+        ],
+    output:
+        PAIR_MATRIX,
+    log:
+        log_path("collect_pair_matrix", "pair_matrix"),
+    benchmark:
+        bench_path("collect_pair_matrix", "pair_matrix")
+    params:
+        script=f"{SCRIPTS}/collect_pair_matrix.py",
+        cells=lambda wc: " ".join(
+            f"--cell {q} {p} {t} {shlex.quote(METRICS.format(corpus=corpus_of(t), qmodel=q, pmodel=p, dataset=t))}"
+            for q, p, t in attribution_cells()
+        ),
+    threads: 1
+    resources:
+        mem_mb=resources_for("collect_pair_matrix", "mem_mb"),
+        runtime=resources_for("collect_pair_matrix", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} {params.cells} --output {output} 2> {log}"
+
+
+# The report rules share one script (a subcommand each) and the spec built from the config
+# (attribution_spec_arg, in common.smk).
+
+rule make_attribution_table2:
+    input:
+        matrix=PAIR_MATRIX,
+        paper=PAPER_NUMBERS,
+    output:
+        csv=f"{ATTRIBUTION_TABLE2}.csv",
+        md=f"{ATTRIBUTION_TABLE2}.md",
+    log:
+        log_path("make_attribution_table2", "table2"),
+    benchmark:
+        bench_path("make_attribution_table2", "table2")
+    params:
+        script=ATTRIBUTION_REPORT,
+        spec=attribution_spec_arg,
+    threads: 1
+    resources:
+        mem_mb=resources_for("make_attribution_table2", "mem_mb"),
+        runtime=resources_for("make_attribution_table2", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} table2 --spec {params.spec} --matrix {input.matrix} --paper {input.paper}"
+        " --csv {output.csv} --md {output.md} 2> {log}"
+
+
+rule plot_marginalization:
+    input:
+        matrix=PAIR_MATRIX,
+    output:
+        csv=f"{MARGINALS}.csv",
+        md=f"{MARGINALS}.md",
+        png=MARGINALS_PNG,
+        heatmap_png=f"{PAIR_HEATMAP}.png",
+        heatmap_csv=f"{PAIR_HEATMAP}.csv",
+    wildcard_constraints:
+        family=one_of(list(attribution().get("families", {}))),
+    log:
+        log_path("plot_marginalization", "{family}"),
+    benchmark:
+        bench_path("plot_marginalization", "{family}")
+    params:
+        script=ATTRIBUTION_REPORT,
+        spec=attribution_spec_arg,
+    threads: 1
+    resources:
+        mem_mb=resources_for("plot_marginalization", "mem_mb"),
+        runtime=resources_for("plot_marginalization", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} marginals --family {wildcards.family} --spec {params.spec} --matrix {input.matrix}"
+        " --csv {output.csv} --md {output.md} --png {output.png} --heatmap-png {output.heatmap_png}"
+        " --heatmap-csv {output.heatmap_csv} 2> {log}"
+
+
+rule plot_data_efficiency:
+    input:
+        matrix=PAIR_MATRIX,
+    output:
+        png=f"{SWEEP_FIGURE}.png",
+        csv=f"{SWEEP_FIGURE}.csv",
+    log:
+        log_path("plot_data_efficiency", "figure3"),
+    benchmark:
+        bench_path("plot_data_efficiency", "figure3")
+    params:
+        script=ATTRIBUTION_REPORT,
+        spec=attribution_spec_arg,
+    threads: 1
+    resources:
+        mem_mb=resources_for("plot_data_efficiency", "mem_mb"),
+        runtime=resources_for("plot_data_efficiency", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} sweep --spec {params.spec} --matrix {input.matrix}"
+        " --csv {output.csv} --png {output.png} 2> {log}"
+
+
+rule make_attribution_table4:
+    input:
+        matrix=PAIR_MATRIX,
+        paper=PAPER_NUMBERS,
+    output:
+        csv=f"{ATTRIBUTION_TABLE4}.csv",
+        md=f"{ATTRIBUTION_TABLE4}.md",
+    log:
+        log_path("make_attribution_table4", "table4"),
+    benchmark:
+        bench_path("make_attribution_table4", "table4")
+    params:
+        script=ATTRIBUTION_REPORT,
+        spec=attribution_spec_arg,
+    threads: 1
+    resources:
+        mem_mb=resources_for("make_attribution_table4", "mem_mb"),
+        runtime=resources_for("make_attribution_table4", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} table4 --spec {params.spec} --matrix {input.matrix} --paper {input.paper}"
+        " --csv {output.csv} --md {output.md} 2> {log}"
+
+
+rule compare_families:
+    input:
+        matrix=PAIR_MATRIX,
+    output:
+        csv=f"{FAMILY_COMPARISON}.csv",
+        md=f"{FAMILY_COMPARISON}.md",
+    log:
+        log_path("compare_families", "compare"),
+    benchmark:
+        bench_path("compare_families", "compare")
+    params:
+        script=ATTRIBUTION_REPORT,
+        spec=attribution_spec_arg,
+    threads: 1
+    resources:
+        mem_mb=resources_for("compare_families", "mem_mb"),
+        runtime=resources_for("compare_families", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} compare --spec {params.spec} --matrix {input.matrix}"
+        " --csv {output.csv} --md {output.md} 2> {log}"
+
+
+rule make_coverage_table:
+    input:
+        train=lambda wc: [path for _d, _f, path in attribution_stats_entries()],
+        paper=PAPER_NUMBERS,
+    output:
+        csv=f"{ATTRIBUTION_TABLE3}.csv",
+        md=f"{ATTRIBUTION_TABLE3}.md",
+        png=f"{COVERAGE_FIGURE}.png",
+        figure_csv=f"{COVERAGE_FIGURE}.csv",
+    log:
+        log_path("make_coverage_table", "table3"),
+    benchmark:
+        bench_path("make_coverage_table", "table3")
+    params:
+        script=f"{SCRIPTS}/coverage_statistics.py",
+        entries=lambda wc: " ".join(f"--entry {d} {f!r} {shlex.quote(path)}" for d, f, path in attribution_stats_entries()),
+        alpha=attribution().get("statistics", {}).get("alpha", 1.3),
+        min_questions=attribution().get("statistics", {}).get("min_questions", 2),
+        paper_names=lambda wc: shlex.quote(json.dumps({d: ds.get("paper_name") for d, ds in config["datasets"].items()})),
+    threads: 1
+    resources:
+        mem_mb=resources_for("make_coverage_table", "mem_mb"),
+        runtime=resources_for("make_coverage_table", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} {params.entries} --alpha {params.alpha} --min-questions {params.min_questions}"
+        " --paper-names {params.paper_names} --paper {input.paper} --csv {output.csv} --md {output.md}"
+        " --png {output.png} --figure-csv {output.figure_csv} 2> {log}"

@@ -1,0 +1,244 @@
+"""The attribution tables and figures, computed from a hand-made pair matrix."""
+import csv
+import json
+
+import pytest
+
+from dcsr.attribution import fraction_of, percent_label, sweep_model_name
+from dcsr.attribution_report import (AttributionSpec, best_fraction, comparison_rows, marginal_rows, read_pair_matrix,
+                                     sweep_rows, tandem_rows, write_best_fraction_table, write_coverage,
+                                     write_family_comparison, write_marginalization, write_pair_matrix, write_sweep,
+                                     write_tandem_table)
+from dcsr.config import check_config, sweep_models
+from dcsr.errors import InputError
+
+# Two datasets A and B. DPR family: a (on A), b (on B); DCSR family: x (on A), y (on B).
+# The sweep retrains a on 50% of A: a50. top20 per (question, passage, test set); top100 = top20 + 10.
+TOP20 = {
+    ("a", "a", "A"): 80, ("a", "b", "A"): 60, ("b", "a", "A"): 50, ("b", "b", "A"): 40,
+    ("a", "a", "B"): 30, ("a", "b", "B"): 50, ("b", "a", "B"): 20, ("b", "b", "B"): 60,
+    ("x", "x", "A"): 90, ("x", "y", "A"): 70, ("y", "x", "A"): 60, ("y", "y", "A"): 50,
+    ("x", "x", "B"): 40, ("x", "y", "B"): 55, ("y", "x", "B"): 30, ("y", "y", "B"): 70,
+    ("bm25", "bm25", "A"): 45, ("bm25", "bm25", "B"): 35,
+    # the sweep encoder a50: its question side on A, its passage side on A and with B's question encoder on B
+    ("a50", "a", "A"): 70, ("a50", "b", "A"): 50, ("a", "a50", "A"): 84, ("b", "a50", "A"): 56,
+    ("b", "a50", "B"): 62,
+}
+SPEC = {
+    "test_sets": ["A", "B"], "metrics": ["top20", "top100"],
+    "families": {"DPR": {"A": "a", "B": "b"}, "DCSR": {"A": "x", "B": "y"}},
+    "paper_names": {"A": "SQuAD", "B": None}, "bm25": True,
+    "sweep_family": "DPR", "sweeps": [{"dataset": "A", "models": [[0.5, "a50"], [1.0, "a"]]}],
+    "compare": ["DPR", "DCSR"],
+}
+
+
+@pytest.fixture
+def matrix_csv(tmp_path):
+    cells = []
+    for (q, p, t), v in TOP20.items():
+        path = tmp_path / f"{q}-{p}-{t}.json"
+        path.write_text(json.dumps({"questions": 10, "match": "string", "top1": v / 2, "top20": v, "top100": v + 10}))
+        cells.append((q, p, t, path))
+    out = tmp_path / "pair_matrix.csv"
+    assert write_pair_matrix(cells, out) == len(TOP20)
+    return out
+
+
+@pytest.fixture
+def spec():
+    return AttributionSpec.from_dict(SPEC)
+
+
+def test_pair_matrix_csv_round_trip(matrix_csv):
+    rows = list(csv.DictReader(open(matrix_csv)))
+    assert len(rows) == 3 * len(TOP20)  # top1, top20, top100 of every cell
+    m = read_pair_matrix(matrix_csv)
+    assert m.score("b", "a50", "B", "top20") == 62.0 and m.score("x", "y", "B", "top100") == 65.0
+    assert "a-b-A.json" in m.sources[("a", "b", "A")]
+
+
+@pytest.mark.parametrize("line, message", [("a,b,A,top20,nan,s", "not finite"), ("a,b,A,top20,x,s", "not a number"),
+                                           ("a,b,A,top20", "expected 6 fields"),
+                                           ("a,a,A,top20,1,s", "given twice")])
+def test_bad_pair_matrix_lines_name_file_and_line(matrix_csv, line, message):
+    with open(matrix_csv, "a") as fh:
+        fh.write(line + "\n")
+    n = sum(1 for _ in open(matrix_csv))
+    with pytest.raises(InputError, match=rf"pair_matrix\.csv:{n}: .*{message}"):
+        read_pair_matrix(matrix_csv)
+
+
+def test_tandem_rows_are_the_diagonal_with_averages(matrix_csv, spec):
+    rows = {label: cells for label, _fam, _paper, cells in tandem_rows(read_pair_matrix(matrix_csv), spec)}
+    assert list(rows) == ["BM25", "DPR-A", "DPR-B", "DCSR-A", "DCSR-B"]
+    assert rows["DPR-A"]["A"]["top20"] == 80 and rows["DPR-A"]["B"]["top20"] == 30  # a with a on both test sets
+    assert rows["DPR-B"]["Average"]["top20"] == pytest.approx((40 + 60) / 2)
+    assert rows["BM25"]["Average"]["top100"] == pytest.approx((55 + 45) / 2)
+
+
+def test_tandem_table_shows_the_papers_rows_for_named_test_sets(matrix_csv, spec, repo, tmp_path):
+    write_tandem_table(read_pair_matrix(matrix_csv), spec, repo / "config" / "paper_numbers.yaml",
+                       tmp_path / "t2.csv", tmp_path / "t2.md")
+    rows = list(csv.DictReader(open(tmp_path / "t2.csv")))
+    squad = {(r["row"], r["metric"]): r for r in rows if r["test_set"] == "A"}
+    # dataset A is SQuAD for the paper: DPR-A is compared with DPR-SQuAD on SQuAD (61.1 / 76.0), BM25 with 71.1
+    assert squad[("DPR-A", "top20")]["paper"] == "61.1" and squad[("DPR-A", "top100")]["paper"] == "76.0"
+    assert squad[("BM25", "top20")]["paper"] == "71.1" and squad[("DPR-A", "top20")]["ours"] == "80.0"
+    assert squad[("DCSR-A", "top20")]["paper"] == ""  # the paper has no DCSR
+    md = (tmp_path / "t2.md").read_text()
+    assert "| DPR-A (ours) | 80.0/90.0 | 30.0/40.0 | 55.0/65.0 |" in md
+    assert "| DPR-SQuAD | 61.1/76.0 | 67.3/80.0 |" in md
+
+
+def test_figure2_rows_follow_eq7(matrix_csv, spec):
+    rows = {(r["dataset"], r["metric"]): r for r in marginal_rows(read_pair_matrix(matrix_csv), spec, "DPR")}
+    a = rows[("A", "top20")]
+    # Q_A = a: row (80 + 60) / 2; D_A = a: column (80 + 50) / 2; tandem 80
+    assert (a["question_marginal"], a["passage_marginal"], a["tandem"]) == (70.0, 65.0, 80.0)
+    assert a["question_relative"] == pytest.approx(87.5) and a["passage_relative"] == pytest.approx(81.25)
+    b = rows[("B", "top100")]
+    # Q_B = b on B: (30 + 70) / 2; D_B = b: (60 + 70) / 2
+    assert (b["question_marginal"], b["passage_marginal"]) == (50.0, 65.0)
+
+
+def test_marginalization_outputs(matrix_csv, spec, tmp_path):
+    out = {k: tmp_path / f"m.{k}" for k in ("csv", "md", "png")}
+    write_marginalization(read_pair_matrix(matrix_csv), spec, "DCSR", out["csv"], out["md"], out["png"],
+                          tmp_path / "h.png", tmp_path / "h.csv")
+    rows = list(csv.DictReader(open(out["csv"])))
+    assert {(r["dataset"], r["metric"]) for r in rows} == {("A", "top20"), ("A", "top100"), ("B", "top20"),
+                                                            ("B", "top100")}
+    first = next(r for r in rows if (r["dataset"], r["metric"]) == ("A", "top20"))
+    assert float(first["question_marginal"]) == 80.0 and float(first["passage_marginal"]) == 75.0
+    for png in (out["png"], tmp_path / "h.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    heat = list(csv.DictReader(open(tmp_path / "h.csv")))
+    assert len(heat) == 2 * 2 * 2 and {r["metric"] for r in heat} == {"top20"}
+
+
+def test_sweep_normalizes_to_the_100_percent_encoder(matrix_csv, spec, tmp_path):
+    rows = {(r["fraction"], r["metric"]): r for r in sweep_rows(read_pair_matrix(matrix_csv), spec)}
+    half = rows[(0.5, "top20")]
+    # a50's question side on A: (70 + 50) / 2 = 60 against a's 70; passage side: (84 + 56) / 2 = 70 against 65
+    assert (half["question_marginal"], half["passage_marginal"]) == (60.0, 70.0)
+    assert half["question_normalized"] == pytest.approx(100 * 60 / 70)
+    assert half["passage_normalized"] == pytest.approx(100 * 70 / 65)
+    assert rows[(1.0, "top20")]["question_normalized"] == 100.0
+    write_sweep(read_pair_matrix(matrix_csv), spec, tmp_path / "s.csv", tmp_path / "s.png")
+    assert len(list(csv.DictReader(open(tmp_path / "s.csv")))) == 4
+
+
+def test_best_fraction_and_table4(matrix_csv, spec, repo, tmp_path):
+    m = read_pair_matrix(matrix_csv)
+    assert best_fraction(m, spec, spec.sweeps[0]) == (0.5, "a50")  # passage marginal 70 > 65
+    write_best_fraction_table(m, spec, repo / "config" / "paper_numbers.yaml", tmp_path / "t4.csv", tmp_path / "t4.md")
+    rows = {(r["row"], r["test_set"], r["metric"]): r for r in csv.DictReader(open(tmp_path / "t4.csv"))}
+    # each test set's own question encoder with the passage encoder: (a, a50, A) = 84, (b, a50, B) = 62
+    assert float(rows[("A-50%", "A", "top20")]["ours"]) == 84.0 and float(rows[("A-50%", "B", "top20")]["ours"]) == 62.0
+    assert float(rows[("A-50%", "Average", "top20")]["ours"]) == 73.0
+    assert float(rows[("A-100%", "B", "top20")]["ours"]) == 20.0  # (b, a, B)
+    assert rows[("A-100%", "A", "top20")]["paper"] == "61.1"  # A is SQuAD: SQuAD-100% on SQuAD
+    assert "best fraction 50%" in (tmp_path / "t4.md").read_text()
+
+
+def test_family_comparison_says_which_side_gains(matrix_csv, spec, tmp_path):
+    rows = {(r["dataset"], r["metric"], r["side"]): r for r in comparison_rows(read_pair_matrix(matrix_csv), spec)}
+    q, p = rows[("A", "top20", "question")], rows[("A", "top20", "passage")]
+    # DCSR x on A: row (90 + 70) / 2 = 80 vs DPR 70; column (90 + 60) / 2 = 75 vs DPR 65
+    assert (q["baseline_marginal"], q["method_marginal"], q["gain"]) == (70.0, 80.0, 10.0)
+    assert (p["baseline_marginal"], p["method_marginal"], p["gain"]) == (65.0, 75.0, 10.0)
+    qb, pb = rows[("B", "top20", "question")], rows[("B", "top20", "passage")]
+    # B: DCSR y row (30 + 70) / 2 = 50 vs DPR (20 + 60) / 2 = 40; column (55 + 70) / 2 = 62.5 vs (50 + 60) / 2 = 55
+    assert (qb["gain"], pb["gain"]) == (10.0, 7.5)
+    write_family_comparison(read_pair_matrix(matrix_csv), spec, tmp_path / "c.csv", tmp_path / "c.md")
+    md = (tmp_path / "c.md").read_text()
+    assert "| B | top20 | 40.0 | 50.0 | +10.0 | 55.0 | 62.5 | +7.5 | +10.0 | question side |" in md
+
+
+def test_a_missing_pair_stops_the_report(tmp_path, spec):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"top20": 1.0, "top100": 2.0}))
+    write_pair_matrix([("a", "a", "A", path)], tmp_path / "pm.csv")
+    with pytest.raises(InputError, match="no metrics"):
+        marginal_rows(read_pair_matrix(tmp_path / "pm.csv"), spec, "DPR")
+
+
+def test_coverage_table_and_figure(repo, tmp_path):
+    s = lambda cov, ov, q: {"coverage": cov, "overlapping": int(ov * cov), "overlap": ov,  # noqa: E731
+                            "unique": cov * (1 - ov) ** 1.3, "questions": q, "min_questions": 2, "alpha": 1.3}
+    stats = [("A", 1.0, s(100, 0.5, 300)), ("A", 0.5, s(60, 0.25, 150)), ("B", 1.0, s(40, 0.1, 50))]
+    write_coverage(stats, {"A": "SQuAD", "B": None}, repo / "config" / "paper_numbers.yaml", tmp_path / "t3.csv",
+                   tmp_path / "t3.md", tmp_path / "f4.png", tmp_path / "f4.csv")
+    rows = {(r["dataset"], float(r["fraction"])): r for r in csv.DictReader(open(tmp_path / "t3.csv"))}
+    assert float(rows[("A", 0.5)]["coverage_normalized"]) == 60.0
+    assert float(rows[("A", 0.5)]["unique_normalized"]) == pytest.approx(100 * (60 * 0.75 ** 1.3) / (100 * 0.5 ** 1.3),
+                                                                          abs=1e-3)
+    md = (tmp_path / "t3.md").read_text()
+    assert "| SQuAD (paper) | – | 3,247 | 0.68 | 738 |" in md and "| A (ours) | 300 | 100 | 0.50 | 41 |" in md
+    fig = list(csv.DictReader(open(tmp_path / "f4.csv")))
+    assert {r["dataset"] for r in fig} == {"A"}  # B has no sweep
+    assert (tmp_path / "f4.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(InputError, match="no 100% entry for C"):
+        write_coverage(stats + [("C", 0.5, s(1, 0, 1))], {}, repo / "config" / "paper_numbers.yaml",
+                       tmp_path / "x.csv", tmp_path / "x.md", tmp_path / "x.png", tmp_path / "xf.csv")
+    assert not (tmp_path / "x.csv").exists()
+
+
+# --------------------------------------------------------------------------- sweep names and config
+
+
+def test_percent_labels():
+    assert [percent_label(f) for f in (0.1, 0.25, 0.55, 0.125, 1.0)] == ["10", "25", "55", "12.5", "100"]
+    assert [fraction_of(p) for p in ("10", "55", "12.5", "100")] == [0.1, 0.55, 0.125, 1.0]
+    assert sweep_model_name("dpr-nq", 0.4) == "dpr-nq-40pct"
+    for bad in (0, 1.5, True):
+        with pytest.raises(InputError):
+            percent_label(bad)
+    with pytest.raises(InputError):
+        fraction_of("0")
+
+
+def base_config():
+    return {
+        "corpora": {"c": {"generate": {"n_entities": 5}}},
+        "datasets": {d: {"corpus": "c", "generated": d} for d in ("A", "B")},
+        "encoders": {"e": "pkg:x"},
+        "models": {"a": {"method": "dpr", "init": "e", "train_on": "A"},
+                   "b": {"method": "dpr", "init": "e", "train_on": "B", "train": {"epochs": 3}}},
+        "tables": {},
+        "attribution": {"test_sets": ["A", "B"], "families": {"DPR": {"A": "a", "B": "b"}},
+                        "sweep": {"family": "DPR", "datasets": ["B"], "fractions": [0.1, 0.5, 1.0]}},
+    }
+
+
+def test_sweep_models_copy_the_base_model_with_a_fraction():
+    cfg = base_config()
+    check_config(cfg)
+    assert sweep_models(cfg) == {
+        "b-10pct": {"method": "dpr", "init": "e", "train_on": "B", "train": {"epochs": 3}, "train_fraction": 0.1},
+        "b-50pct": {"method": "dpr", "init": "e", "train_on": "B", "train": {"epochs": 3}, "train_fraction": 0.5},
+    }
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda c: c["attribution"]["families"]["DPR"].update(A="b"), "attribution.families.DPR.A"),
+    (lambda c: c["attribution"]["families"]["DPR"].update(A="nope"), "attribution.families.DPR.A"),
+    (lambda c: c["models"]["b"].update(method="dcsr"), "attribution.families.DPR.B"),
+    (lambda c: c["attribution"]["test_sets"].append("Z"), "attribution.test_sets.2"),
+    (lambda c: c["attribution"]["sweep"].update(family="X"), "attribution.sweep.family"),
+    (lambda c: c["attribution"]["sweep"].update(datasets=["C"]), "attribution.sweep.datasets.0"),
+    (lambda c: c["attribution"].update(compare={"baseline": "DPR", "method": "DCSR"}), "attribution.compare.method"),
+])
+def test_attribution_config_errors_name_the_key(mutate, key):
+    cfg = base_config()
+    mutate(cfg)
+    with pytest.raises(InputError, match=f"config: {key}"):
+        check_config(cfg)
+
+
+def test_a_sweep_name_taken_by_another_model_is_an_error():
+    cfg = base_config()
+    cfg["models"]["b-50pct"] = {"method": "dpr", "init": "e", "train_on": "A"}
+    with pytest.raises(InputError, match="models.b-50pct"):
+        sweep_models(cfg)
