@@ -227,3 +227,35 @@ def test_paper_attribution_dag_is_the_matrix_without_waste(repo, tmp_path):
                  "compare_families", "make_coverage_table"):
         assert counts[rule] == 1
     assert counts["plot_marginalization"] == 2
+
+
+def test_squad_attribution_overlay_adds_two_article_domains(repo, tmp_path):
+    """config/attribution-squad.yaml over the default config, dry run on a small SQuAD JSON: the
+    two article groups become test sets with their own in-domain DPR and DCSR models, searched
+    on the SQuAD corpus by every encoder of both families, the generated domains unchanged."""
+    arts = []
+    for i in range(8):
+        ctx = " ".join(f"w{i}x{k}" for k in range(30))
+        arts.append({"title": f"A{i}", "paragraphs": [{"context": ctx, "qas": [
+            {"id": f"{i}-{k}", "question": f"q {i} {k}?", "answers": [{"text": f"w{i}x{k}", "answer_start": ctx.index(f"w{i}x{k} ")}]}
+            for k in range(3)]}]})
+    (tmp_path / "squad.json").write_text(json.dumps({"version": "1.1", "data": arts}))
+    over = yaml.safe_load((repo / "config" / "attribution-squad.yaml").read_text())
+    over["corpora"]["squad"]["squad"]["source"] = str(tmp_path / "squad.json")
+    over["datasets"]["squad-a"]["squad"]["articles"] = "0:4"
+    over["datasets"]["squad-b"]["squad"]["articles"] = "4:8"
+    (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
+    r = snakemake(repo, tmp_path, "-n", "--quiet", "rules", "--configfile", str(repo / "config" / "config.yaml"),
+                  str(tmp_path / "over.yaml"))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    counts = {}
+    for line in (r.stdout + r.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    assert counts["prepare_squad"] == 1 and counts["prepare_squad_dataset"] == 2
+    # 3 generated + 2 SQuAD domains per family; each family's 5 x 5 pairs on 5 test sets
+    assert counts["train_biencoder"] == 2 * 5 + 3  # + the default sweep's 3 fractions
+    # every passage encoder of a family indexes both corpora (its pairs reach both)
+    shards = yaml.safe_load((repo / "config" / "config.yaml").read_text())["embed"]["shards"]
+    assert counts["embed_shard"] % shards == 0 and counts["embed_shard"] >= 2 * 10 * shards
