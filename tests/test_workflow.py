@@ -22,6 +22,18 @@ def snakemake(repo, workdir, *args, timeout=1800):
     )
 
 
+def dry_run_job_counts(repo, workdir, *configfiles) -> dict[str, int]:
+    """``{rule: jobs}`` of a dry run over ``configfiles``."""
+    r = snakemake(repo, workdir, "-n", "--quiet", "rules", "--configfile", *configfiles)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    counts = {}
+    for line in (r.stdout + r.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
 def test_lint_has_no_findings(repo, tmp_path):
     r = snakemake(repo, tmp_path, "--lint")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -200,13 +212,7 @@ def test_paper_attribution_dag_is_the_matrix_without_waste(repo, tmp_path):
     for ds in cfg["datasets"].values():
         for path in ds["files"].values():
             (tmp_path / path).touch()
-    r = snakemake(repo, tmp_path, "-n", "--quiet", "rules", "--configfile", str(repo / "config" / "paper-attribution.yaml"))
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    counts = {}
-    for line in (r.stdout + r.stderr).splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
+    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "paper-attribution.yaml"))
     k, t, shards, fractions = 5, 5, cfg["embed"]["shards"], 6  # fractions below 100%
     sweeps = len(cfg["attribution"]["sweep"]["datasets"])
     passage_encoders = 2 * k + sweeps * fractions  # DPR and DCSR families, and the sweep's encoders
@@ -245,14 +251,7 @@ def test_squad_attribution_overlay_adds_two_article_domains(repo, tmp_path):
     over["datasets"]["squad-a"]["squad"]["articles"] = "0:4"
     over["datasets"]["squad-b"]["squad"]["articles"] = "4:8"
     (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
-    r = snakemake(repo, tmp_path, "-n", "--quiet", "rules", "--configfile", str(repo / "config" / "config.yaml"),
-                  str(tmp_path / "over.yaml"))
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    counts = {}
-    for line in (r.stdout + r.stderr).splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
+    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml"))
     assert counts["prepare_squad"] == 1 and counts["prepare_squad_dataset"] == 2
     # 3 generated + 2 SQuAD domains per family; each family's 5 x 5 pairs on 5 test sets
     assert counts["train_biencoder"] == 2 * 5 + 3  # + the default sweep's 3 fractions
