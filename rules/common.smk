@@ -1,5 +1,6 @@
 # Config validation, the one definition of every path pattern, and the input functions
 # that turn the config into file lists.
+import functools
 import json
 import re
 import shlex
@@ -369,13 +370,15 @@ def embed_shard_inputs(wc):
     return inputs
 
 
+@functools.cache
 def dense_runs():
     """(corpus, qmodel, pmodel, dataset) of every dense run the config asks for: the tables'
-    cells and the attribution pairs."""
+    cells and the attribution pairs. Computed once: every search and merge job asks, and the
+    config is fixed once this file has run."""
     runs = [run for table in config["tables"] for run in table_runs(table)]
     if attribution():
         runs += [(corpus_of(t), q, p, t) for q, p, t in attribution_cells()]
-    return sorted({run for run in runs if run[1] != "bm25"})
+    return tuple(sorted({run for run in runs if run[1] != "bm25"}))
 
 
 def searches_of(corpus, pmodel):
