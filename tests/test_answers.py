@@ -23,3 +23,29 @@ def test_regex_mode_as_curatedtrec():
     assert has_answer([r"19[56]\d"], "released in 1964 worldwide", match_type="regex")
     assert not has_answer([r"^1964$"], "released in 1964 worldwide", match_type="regex")
     assert not has_answer(["(unclosed"], "anything", match_type="regex")
+
+
+def test_empty_answer_matches_every_passage_as_in_dpr():
+    # DPR's loop compares the empty token list with text[i:i], which is always equal
+    assert has_answer([""], "any passage")
+    assert has_answer([""], "")
+
+
+def test_passage_matcher_agrees_with_has_answer_and_tokenizes_each_passage_once(monkeypatch):
+    import dcsr.answers as answers
+
+    passages = {1: "The Eiffel Tower was finished in 1889 in Paris.", 2: "He moved to Zu\u0308rich in 1902.", 3: ""}
+    questions = [["eiffel tower"], ["889"], ["Zürich", "nowhere"], [""], ["Paris France"], ["in"]]
+    expected = {(q, pid): has_answer(a, text) for q, a in enumerate(questions) for pid, text in passages.items()}
+    calls = []
+    real_tokens = answers.tokens
+    monkeypatch.setattr(answers, "tokens", lambda text: calls.append(text) or real_tokens(text))
+    matcher = answers.PassageMatcher("string")
+    got = {(q, pid): matcher(a, pid, text) for q, a in enumerate(questions) for pid, text in passages.items()}
+    assert got == expected
+    assert any(got.values()) and not all(got.values())
+    assert sorted(calls) == sorted(passages.values())  # once per passage, not per (question, passage)
+
+    regex_matcher = answers.PassageMatcher("regex")
+    for pattern, text in [(r"19[56]\d", "released in 1964"), (r"^1964$", "released in 1964"), ("(bad", "x")]:
+        assert regex_matcher([pattern], text, text) == has_answer([pattern], text, match_type="regex")

@@ -44,14 +44,7 @@ def _compile(pattern: str):
 def has_answer(answers: list[str], text: str, match_type: str = "string") -> bool:
     """True when ``text`` contains one of ``answers`` under DPR's matching rules."""
     if match_type == "string":
-        words = tokens(text)
-        for answer in answers:
-            ans = _answer_tokens(answer)
-            n = len(ans)
-            for i in range(0, len(words) - n + 1):
-                if tuple(words[i : i + n]) == ans:
-                    return True
-        return False
+        return has_answer_in_tokens(answers, tokens(text))
     if match_type == "regex":
         norm = _normalize(text)
         for answer in answers:
@@ -60,6 +53,52 @@ def has_answer(answers: list[str], text: str, match_type: str = "string") -> boo
                 return True
         return False
     raise ValueError(f"match_type must be one of {MATCH_TYPES}, not {match_type!r}")
+
+
+class PassageMatcher:
+    """``has_answer`` over many questions and few passages: each passage is tokenized (or
+    normalized, for regex matching) once, not once per question that retrieved it."""
+
+    def __init__(self, match_type: str = "string"):
+        if match_type not in MATCH_TYPES:
+            raise ValueError(f"match_type must be one of {MATCH_TYPES}, not {match_type!r}")
+        self.match_type = match_type
+        self._cache: dict = {}
+
+    def __call__(self, answers: list[str], key, text: str) -> bool:
+        """``has_answer(answers, text)``; ``key`` names the passage in the cache."""
+        prepared = self._cache.get(key)
+        if prepared is None:
+            prepared = self._cache[key] = self.prepare(text)
+        return self.match(answers, prepared)
+
+    def prepare(self, text: str):
+        """The passage as the matcher compares it (tokens, or NFD text for regex)."""
+        return tokens(text) if self.match_type == "string" else _normalize(text)
+
+    def match(self, answers: list[str], prepared) -> bool:
+        """``has_answer`` on a passage that :meth:`prepare` made."""
+        if self.match_type == "string":
+            return has_answer_in_tokens(answers, prepared)
+        for answer in answers:
+            pattern = _compile(answer)
+            if pattern is not None and pattern.search(prepared) is not None:
+                return True
+        return False
+
+
+def has_answer_in_tokens(answers: list[str], words: list[str]) -> bool:
+    """DPR's string match on an already tokenized passage (``tokens(text)``)."""
+    for answer in answers:
+        ans = _answer_tokens(answer)
+        n = len(ans)
+        if n == 0:
+            return True  # as DPR: an answer with no tokens matches every passage
+        first = ans[0]
+        for i in range(0, len(words) - n + 1):
+            if words[i] == first and tuple(words[i : i + n]) == ans:
+                return True
+    return False
 
 
 def has_answer_passage(answers: list[str], title: str, text: str, match_type: str = "string") -> bool:

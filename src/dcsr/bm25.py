@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .answers import has_answer
+from .answers import PassageMatcher
 from .errors import InputError
 from .formats import iter_biencoder, iter_json_array, iter_passages, write_biencoder
 from .fsutil import atomic_path
@@ -404,6 +404,7 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
     refs: dict[int, int] = {}
     checked = 0
     batch: list = []
+    matcher = PassageMatcher(match_type)
 
     def process(batch) -> None:
         nonlocal checked
@@ -414,6 +415,7 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
         for i in hit:
             p = batch[i]
             j = pos[i]
+            prepared = None  # the passage tokenized once, for all questions that retrieved it
             for f in order[starts[j]:ends[j]]:
                 q, rank = divmod(int(f), depth)
                 sel = selected[q]
@@ -422,7 +424,9 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
                 if p.id in positive_ids[q] or p.text.strip() in positive_texts[q]:
                     continue
                 checked += 1
-                if has_answer(answers[q], p.text, match_type):
+                if prepared is None:
+                    prepared = matcher.prepare(p.text)
+                if matcher.match(answers[q], prepared):
                     continue
                 insort(sel, rank)
                 texts[p.id] = (p.title, p.text)

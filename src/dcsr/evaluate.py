@@ -12,7 +12,7 @@ import logging
 import os
 from typing import Sequence
 
-from .answers import has_answer
+from .answers import PassageMatcher
 from .errors import InputError
 from .formats import iter_qas, passage_texts
 from .fsutil import atomic_open
@@ -52,10 +52,11 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     missing = wanted - texts.keys()
     if missing:
         raise InputError(str(run_trec), f"retrieves passage {min(missing)}, which is not in {corpus_tsv}")
+    matcher = PassageMatcher(match_type)
     flags = []
     for q, qa in enumerate(qas):
         hits = run.get(q, [])[:depth]
-        flags.append([has_answer(qa.answers, texts[pid].text, match_type) for pid, _ in hits])
+        flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **topk_recall(ranks, ks)}
     with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
