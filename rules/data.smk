@@ -47,7 +47,7 @@ rule generate_dataset:
         fractions=lambda wc: " ".join(
             f"--{key.replace('_', '-')} {value}"
             for key, value in config["corpora"][wc.corpus]["generate"].items()
-            if key in ("dev_fraction", "test_fraction")
+            if key in ("dev_fraction", "test_fraction", "train_per_domain")
         ),
     threads: 1
     resources:
