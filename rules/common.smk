@@ -63,7 +63,8 @@ MINED_TRAIN = f"{R}/bm25/negatives/{{dataset}}-train.json"
 SAMPLED_TRAIN = f"{R}/samples/{{dataset}}/train-{{percent}}pct.json"
 MODEL_DIR = f"{R}/models/{{model}}"
 CHECKPOINT_DIR = f"{R}/checkpoints/{{model}}"
-QUERY_VECTORS = f"{R}/queries/{{qmodel}}/{{dataset}}.npy"
+QUERY_DIR = f"{R}/queries/{{qmodel}}"  # one job per question encoder: every test set it is searched with
+QUERY_VECTORS = f"{QUERY_DIR}/{{dataset}}.npy"
 SHARD_VECTORS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"
 SHARD_IDS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.ids.npy"
 SHARD_SENTENCE_NUMBERS = f"{R}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.sents.npy"
@@ -211,12 +212,56 @@ def train_settings(model):
         if "train_on" in config["models"][model]:
             settings["match_type"] = match_type(config["models"][model]["train_on"])
     settings.update(config["models"][model].get("train", {}))
-    settings.pop("gpus", None)
+    for launch_key in ("gpus", "nodes", "cpus_per_gpu"):
+        settings.pop(launch_key, None)
     return settings
 
 
+def _launch(model, key, default):
+    return int({**config["train"], **config["models"][model].get("train", {})}.get(key, default))
+
+
 def model_gpus(model):
-    return int({**config["train"], **config["models"][model].get("train", {})}.get("gpus", 0))
+    """GPUs per node of a model's training job."""
+    return _launch(model, "gpus", 0)
+
+
+def model_nodes(model):
+    nodes = _launch(model, "nodes", 1)
+    if nodes > 1 and model_gpus(model) < 1:
+        raise ValueError(f"train.nodes of model {model}: training over {nodes} nodes needs train.gpus >= 1 (GPUs per node)")
+    return nodes
+
+
+def train_threads(model):
+    """CPU cores of a training job: ``cpus_per_gpu`` per GPU (data loading), at least 2."""
+    return max(2, model_gpus(model) * _launch(model, "cpus_per_gpu", 2))
+
+
+def train_launcher(model):
+    """How the training script is started: one process; ``torchrun --standalone`` over the
+    GPUs of one node; or, with ``train.nodes`` > 1 under Slurm, one torchrun per node started
+    by ``srun``, meeting at a c10d rendezvous on the job's first node."""
+    gpus, nodes = model_gpus(model), model_nodes(model)
+    if nodes > 1:
+        return (
+            f"srun --nodes {nodes} --ntasks-per-node 1 --kill-on-bad-exit=1 torchrun"
+            f" --nnodes {nodes} --nproc_per_node {max(gpus, 1)}"
+            " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d"
+            " --rdzv_endpoint $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1):29500"
+        )
+    if gpus > 1:
+        return f"torchrun --standalone --nproc_per_node {gpus}"
+    return "python"
+
+
+def train_gpu_resources(model):
+    """Slurm GPU request: ``gpu`` (the plugin's ``--gpus``, per job) on one node; per node
+    (``gres``, ``--gres=gpu:N``) when the job spans nodes."""
+    gpus, nodes = model_gpus(model), model_nodes(model)
+    if nodes > 1:
+        return {"gpu": 0, "gres": f"gpu:{gpus}" if gpus else "", "nodes": nodes}
+    return {"gpu": gpus, "gres": "", "nodes": 1}
 
 
 def resources_for(rule_name, key, default=None):
@@ -386,11 +431,30 @@ def searches_of(corpus, pmodel):
     return [(q, d) for c, q, p, d in dense_runs() if c == corpus and p == pmodel]
 
 
+def question_sets_of(qmodel):
+    """Test sets whose questions ``qmodel`` encodes (for any passage encoder and corpus)."""
+    return sorted({d for c, q, p, d in dense_runs() if q == qmodel})
+
+
+def embed_questions_inputs(wc):
+    datasets = question_sets_of(wc.qmodel)
+    if not datasets:
+        raise WorkflowError(f"no table or attribution pair searches with the question encoder {wc.qmodel!r}")
+    return {"model": MODEL_DIR.format(model=wc.qmodel), "questions": [dataset_file(d, "test") for d in datasets]}
+
+
+def embed_questions_args(wc, output):
+    return " ".join(
+        f"--set {shlex.quote(dataset_file(d, 'test'))} {shlex.quote(str(Path(output[0]) / f'{d}.npy'))}"
+        for d in question_sets_of(wc.qmodel)
+    )
+
+
 def search_shard_inputs(wc):
     inputs = {
         "index": SHARD_INDEX.format(**wc),
         "ids": SHARD_IDS.format(**wc),
-        "queries": [QUERY_VECTORS.format(qmodel=q, dataset=d) for q, d in searches_of(wc.corpus, wc.pmodel)],
+        "queries": sorted({QUERY_DIR.format(qmodel=q) for q, d in searches_of(wc.corpus, wc.pmodel)}),
     }
     if not inputs["queries"]:
         raise WorkflowError(f"no table or attribution pair searches {wc.pmodel!r} on corpus {wc.corpus!r}")
@@ -413,11 +477,15 @@ def merge_inputs(wc):
             f"the run {wc.qmodel} x {wc.pmodel} on {wc.dataset} ({wc.corpus}) is in no table and no attribution "
             "pair of the config: add it to a table's rows (config key tables) to have it searched"
         )
-    return [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards()]
+    return {
+        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards()],
+        "questions": dataset_file(wc.dataset, "test"),
+        "corpus": corpus_tsv(wc.corpus),
+    }
 
 
 def merge_hit_files(wc, input):
-    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(**wc))) for d in input)
+    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(**wc))) for d in input.hits)
 
 
 def sentence_depth_args(wc, input):

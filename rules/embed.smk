@@ -38,18 +38,18 @@ rule embed_shard:
 
 rule embed_questions:
     input:
-        model=MODEL_DIR.replace("{model}", "{qmodel}"),
-        questions=lambda wc: dataset_file(wc.dataset, "test"),
+        unpack(embed_questions_inputs),
     output:
-        QUERY_VECTORS,
+        directory(QUERY_DIR),
     wildcard_constraints:
         qmodel=DENSE_MODEL,
     log:
-        log_path("embed_questions", "{qmodel}/{dataset}"),
+        log_path("embed_questions", "{qmodel}"),
     benchmark:
-        bench_path("embed_questions", "{qmodel}/{dataset}")
+        bench_path("embed_questions", "{qmodel}")
     params:
         script=f"{SCRIPTS}/embed_questions.py",
+        sets=embed_questions_args,
     threads: 2
     resources:
         mem_mb=resources_for("embed_questions", "mem_mb"),
@@ -58,5 +58,4 @@ rule embed_questions:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} --questions {input.questions}"
-        " --vectors {output} 2> {log}"
+        "python {params.script} --model {input.model} {params.sets} 2> {log}"

@@ -1,7 +1,11 @@
-# Top-k answer recall of every run, with DPR's matching rules, per question kept.
+# Top-k answer recall of the BM25 runs, with DPR's matching rules, per question kept. (Dense
+# runs are scored by merge_runs, in the job that writes them.)
 
 
 rule evaluate_topk:
+    wildcard_constraints:
+        qmodel="bm25",
+        pmodel="bm25",
     input:
         run=RUN,
         questions=lambda wc: dataset_file(wc.dataset, "test"),

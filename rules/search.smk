@@ -1,7 +1,7 @@
 # FAISS: one index per vector shard; one search job per passage-encoder shard, which loads the
 # shard index once and searches every question set paired with that encoder (the tables' rows
 # and the attribution pairs); an exact top-k merge over the shards into one TREC run per
-# (question encoder, passage encoder, test set). For a DCSR passage
+# (question encoder, passage encoder, test set), scored in the same job (top-k answer recall). For a DCSR passage
 # encoder the vectors are sentences: each shard returns its top 100 x k sentences and the
 # merge ranks passages by HasAns (score normalization, DCSR Section 3.3).
 
@@ -64,9 +64,11 @@ rule search_shard:
 
 rule merge_runs:
     input:
-        merge_inputs,
+        unpack(merge_inputs),
     output:
-        RUN,
+        run=RUN,
+        metrics=METRICS,
+        questions=QUESTION_RESULTS,
     wildcard_constraints:
         qmodel=DENSE_MODEL,
         pmodel=DENSE_MODEL,
@@ -82,6 +84,8 @@ rule merge_runs:
         hasans=lambda wc: (
             f"--hasans --temperature {config.get('dcsr', {}).get('temperature', 1.0)}" if is_dcsr(wc.pmodel) else ""
         ),
+        ks=",".join(str(k) for k in config["evaluate"]["ks"]),
+        match=lambda wc: match_type(wc.dataset),
     threads: 1
     resources:
         mem_mb=resources_for("merge_runs", "mem_mb"),
@@ -89,4 +93,6 @@ rule merge_runs:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --output {output} --k {params.k} --tag {params.tag} {params.hasans} {params.hits} 2> {log}"
+        "python {params.script} --output {output.run} --k {params.k} --tag {params.tag} {params.hasans}"
+        " --questions {input.questions} --corpus {input.corpus} --metrics {output.metrics}"
+        " --per-question {output.questions} --ks {params.ks} --match {params.match} {params.hits} 2> {log}"

@@ -1,5 +1,5 @@
 # Bi-encoders: export the untrained checkpoint, or train DPR / DCSR (one process on a CPU,
-# torchrun + DDP over `train.gpus` GPUs). Checkpoints live outside the rule's output, so a
+# torchrun + DDP over `train.gpus` GPUs, or over `train.nodes` nodes under Slurm). Checkpoints live outside the rule's output, so a
 # killed job resumes from its last checkpoint when Snakemake runs it again.
 
 
@@ -46,16 +46,14 @@ rule train_biencoder:
         checkpoints=lambda wc: CHECKPOINT_DIR.format(model=wc.model),
         method=lambda wc: model_method(wc.model),
         sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.model) else "",
-        launcher=lambda wc: (
-            f"torchrun --standalone --nproc_per_node {model_gpus(wc.model)}"
-            if model_gpus(wc.model) > 1
-            else "python"
-        ),
-    threads: 2
+        launcher=lambda wc: train_launcher(wc.model),
+    threads: lambda wc: train_threads(wc.model)
     resources:
         mem_mb=resources_for("train_biencoder", "mem_mb"),
         runtime=resources_for("train_biencoder", "runtime"),
-        gpu=lambda wc: model_gpus(wc.model),
+        gpu=lambda wc: train_gpu_resources(wc.model)["gpu"],
+        gres=lambda wc: train_gpu_resources(wc.model)["gres"],
+        nodes=lambda wc: train_gpu_resources(wc.model)["nodes"],
     conda:
         "../envs/gpu.yaml"
     shell:

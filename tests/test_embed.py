@@ -47,3 +47,19 @@ def test_fp16_storage_and_questions(tmp_path, tiny_bert):
     embed_questions(tmp_path / "m", ["who?", "what is it?"], tmp_path / "q.npy", progress=False)
     q = np.load(tmp_path / "q.npy")
     assert q.shape == (2, 32) and q.dtype == np.float32
+
+
+def test_question_sets_share_one_model_load_and_match_single_sets(tmp_path, tiny_bert, monkeypatch):
+    import dcsr.embed as embed
+
+    tok, model = build_biencoder(str(tiny_bert))
+    save_biencoder(model, tok, tmp_path / "m", {"pooling": "cls"})
+    loads = []
+    real = embed._load_for_inference
+    monkeypatch.setattr(embed, "_load_for_inference", lambda *a: loads.append(a) or real(*a))
+    sets = [(["who?", "what is it?"], tmp_path / "a.npy"), (["where is the castle?"], tmp_path / "b.npy")]
+    stats = embed.embed_question_sets(tmp_path / "m", sets, progress=False)
+    assert len(loads) == 1 and [s["questions"] for s in stats] == [2, 1]
+    embed.embed_questions(tmp_path / "m", ["where is the castle?"], tmp_path / "single.npy", progress=False)
+    np.testing.assert_allclose(np.load(tmp_path / "b.npy"), np.load(tmp_path / "single.npy"), rtol=1e-5, atol=1e-6)
+    assert np.load(tmp_path / "a.npy").shape == (2, 32)

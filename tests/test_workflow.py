@@ -226,8 +226,9 @@ def test_paper_attribution_dag_is_the_matrix_without_waste(repo, tmp_path):
     assert counts["merge_runs"] == pairs
     # one search job per passage-encoder shard, loading the shard index once for all its pairs
     assert counts["search_shard"] == passage_encoders * shards
-    assert counts["evaluate_topk"] == pairs + t  # + BM25 on each test set
-    assert counts["embed_questions"] == 2 * k * t + sweeps * fractions
+    assert counts["evaluate_topk"] == t  # BM25 on each test set; merge_runs scores the dense runs
+    # one job per question encoder, loading it once for all its test sets
+    assert counts["embed_questions"] == passage_encoders
     assert counts["sample_training_set"] == sweeps * fractions
     for rule in ("collect_pair_matrix", "make_attribution_table2", "make_attribution_table4", "plot_data_efficiency",
                  "compare_families", "make_coverage_table"):
@@ -254,7 +255,30 @@ def test_squad_attribution_overlay_adds_two_article_domains(repo, tmp_path):
     counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml"))
     assert counts["prepare_squad"] == 1 and counts["prepare_squad_dataset"] == 2
     # 3 generated + 2 SQuAD domains per family; each family's 5 x 5 pairs on 5 test sets
-    assert counts["train_biencoder"] == 2 * 5 + 3  # + the default sweep's 3 fractions
+    default = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    sweep_samples = sum(1 for f in default["attribution"]["sweep"]["fractions"] if f < 1.0)
+    assert counts["train_biencoder"] == 2 * 5 + sweep_samples  # + the default sweep's samples below 100%
     # every passage encoder of a family indexes both corpora (its pairs reach both)
-    shards = yaml.safe_load((repo / "config" / "config.yaml").read_text())["embed"]["shards"]
+    shards = default["embed"]["shards"]
     assert counts["embed_shard"] % shards == 0 and counts["embed_shard"] >= 2 * 10 * shards
+
+
+def test_multi_node_training_is_srun_torchrun_with_a_rendezvous(repo, tmp_path):
+    """train.nodes > 1: one job over N nodes asking for G GPUs per node (gres), srun starting
+    one torchrun per node; without GPUs the config error names the key."""
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "train": {"gpus": 4, "nodes": 2}}))
+    r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr"), "-n", "-p", "--cores", "16",
+                  "--configfile", str(repo / "config" / "config.yaml"), str(over))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    job = out[out.index("rule train_biencoder"):]
+    job = job[:job.index("2> ")]
+    assert "gres=gpu:4" in job and "nodes=2" in job and "gpu=0" in job and "threads: 8" in job
+    assert "srun --nodes 2 --ntasks-per-node 1" in job
+    assert "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d" in job
+    over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "train": {"gpus": 0, "nodes": 2}}))
+    r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr"), "-n",
+                  "--configfile", str(repo / "config" / "config.yaml"), str(over))
+    assert r.returncode != 0
+    assert "train.nodes of model dpr" in r.stdout + r.stderr

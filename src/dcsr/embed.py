@@ -253,13 +253,30 @@ def embed_questions(
     progress: bool = True,
 ) -> dict:
     """Encode questions with the question encoder of ``model_dir`` into ``out_vectors``."""
+    return embed_question_sets(model_dir, [(questions, out_vectors)], batch_size, max_length, device, progress)[0]
+
+
+def embed_question_sets(
+    model_dir: str | os.PathLike,
+    sets: Sequence[tuple[Sequence[str], str | os.PathLike]],
+    batch_size: int = 128,
+    max_length: int | None = None,
+    device: str = "auto",
+    progress: bool = True,
+) -> list[dict]:
+    """Encode several question sets ``[(questions, out_vectors), ...]`` with the question
+    encoder of ``model_dir``, loading it once. Returns one stats dict per set."""
     dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
     max_length = max_length or int(meta.get("question_max_length", 256))
     side = "marked_question" if is_sentence_level(meta) else "question"
-    vecs = encode_texts(model, tokenizer, list(questions), None, side, max_length, batch_size, dev,
-                        progress=progress, desc="embed questions")
-    _save_npy(Path(out_vectors), vecs)
-    return {"questions": len(questions), "dim": int(vecs.shape[1]) if len(questions) else 0}
+    stats = []
+    for questions, out_vectors in sets:
+        vecs = encode_texts(model, tokenizer, list(questions), None, side, max_length, batch_size, dev,
+                            progress=progress, desc=f"embed questions ({Path(out_vectors).name})")
+        _save_npy(Path(out_vectors), vecs)
+        stats.append({"questions": len(questions), "dim": int(vecs.shape[1]) if len(questions) else 0,
+                      "vectors": str(out_vectors)})
+    return stats
 
 
 def qas_questions(path: str | os.PathLike) -> list[str]:
