@@ -233,9 +233,17 @@ def model_nodes(model):
     return nodes
 
 
+def threads_for(rule_name, default):
+    """A rule's threads: ``resources.<rule>.threads`` of the config, else ``default``."""
+    return int(resources_for(rule_name, "threads", default))
+
+
 def train_threads(model):
-    """CPU cores of a training job: ``cpus_per_gpu`` per GPU (data loading), at least 2."""
-    return max(2, model_gpus(model) * _launch(model, "cpus_per_gpu", 2))
+    """CPU cores of a training job: on GPUs ``cpus_per_gpu`` per GPU (data loading), at least
+    2; on a CPU ``resources.train_biencoder.threads`` (default 2)."""
+    if model_gpus(model) > 0:
+        return max(2, model_gpus(model) * _launch(model, "cpus_per_gpu", 2))
+    return threads_for("train_biencoder", 2)
 
 
 def train_launcher(model):

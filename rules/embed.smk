@@ -22,7 +22,7 @@ rule embed_shard:
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"].get("fp16") else "",
         sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.pmodel) else "",
-    threads: 2
+    threads: threads_for("embed_shard", 2)
     resources:
         mem_mb=resources_for("embed_shard", "mem_mb"),
         runtime=resources_for("embed_shard", "runtime"),
@@ -50,7 +50,7 @@ rule embed_questions:
     params:
         script=f"{SCRIPTS}/embed_questions.py",
         sets=embed_questions_args,
-    threads: 2
+    threads: threads_for("embed_questions", 2)
     resources:
         mem_mb=resources_for("embed_questions", "mem_mb"),
         runtime=resources_for("embed_questions", "runtime"),

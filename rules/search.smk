@@ -22,7 +22,7 @@ rule index_shard:
         factory=config["index"].get("factory", "Flat"),
         train_size=config["index"].get("train_size", 100000),
         seed=config["seed"],
-    threads: 2
+    threads: threads_for("index_shard", 2)
     resources:
         mem_mb=resources_for("index_shard", "mem_mb"),
         runtime=resources_for("index_shard", "runtime"),
@@ -50,7 +50,7 @@ rule search_shard:
         k=config["search"].get("k", 100),
         gpu=str(config["index"].get("gpu", "auto")).lower(),
         depth=sentence_depth_args,
-    threads: 2
+    threads: threads_for("search_shard", 2)
     resources:
         mem_mb=resources_for("search_shard", "mem_mb"),
         runtime=resources_for("search_shard", "runtime"),

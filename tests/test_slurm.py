@@ -11,6 +11,7 @@ DCSR_REQUIRE_SLURM=1 (CI sets it), which turns a missing cluster into a failure.
 import csv
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,35 +66,47 @@ def submit(repo, workdir, env, *args, timeout=1200):
 
 
 def slurm_jobs(env) -> list[dict]:
-    """Every job the cluster still remembers (MinJobAge=300): name, comment, TRES, state."""
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%k|%b|%T|%C"], env=env,
-                         capture_output=True, text=True, check=True).stdout
-    return [dict(zip(("id", "comment", "tres", "state", "cpus"), line.split("|"))) for line in out.splitlines()]
+    """Every job the cluster still remembers (MinJobAge=300), as ``scontrol show job`` fields
+    (JobState, Comment, TresPerJob, ...)."""
+    out = subprocess.run(["scontrol", "-o", "show", "job"], env=env, capture_output=True, text=True, check=True).stdout
+    return [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in out.splitlines() if line.strip()]
 
 
-def overlay(tmp_path, tiny_bert, **extra) -> Path:
-    """config.yaml + ci.yaml, cut to BM25 and DPR, with GPU rules asking for GPUs: two for
-    training (torchrun --nproc_per_node 2), one for embedding and search."""
-    over = {
-        "results": str(tmp_path / "results"),
-        "encoders": {"tiny": str(tiny_bert)},
-        "tables": {"dpr_dcsr": {"test_sets": ["encyclopedia"], "rows": [
-            {"label": "BM25", "retriever": "bm25"},
-            {"label": "DPR", "question": "dpr", "passage": "dpr"}]}},
-        "train": {"gpus": 2, "max_steps": 4},
-        "embed": {"gpus": 1},
-        "index": {"gpus": 1},
-        **extra,
-    }
-    path = tmp_path / "slurm-overlay.yaml"
-    path.write_text(yaml.safe_dump(over))
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def small_config(repo, tmp_path, tiny_bert, **extra) -> Path:
+    """config.yaml + ci.yaml cut to BM25 and one DPR on one test set (no attribution), as one
+    complete config file; training asks for two GPUs (torchrun --nproc_per_node 2), embedding
+    and search for one."""
+    cfg = _merge(yaml.safe_load((repo / "config" / "config.yaml").read_text()),
+                 yaml.safe_load((repo / "config" / "ci.yaml").read_text()))
+    cfg.pop("attribution", None)
+    cfg["results"] = str(tmp_path / "results")
+    cfg["encoders"] = {"tiny": str(tiny_bert)}
+    cfg["datasets"] = {"encyclopedia": cfg["datasets"]["encyclopedia"]}
+    cfg["models"] = {"dpr": {"method": "dpr", "init": "tiny", "train_on": "encyclopedia"}}
+    cfg["tables"] = {"dpr_dcsr": {"title": "BM25 and DPR through Slurm", "test_sets": ["encyclopedia"], "rows": [
+        {"label": "BM25", "retriever": "bm25"}, {"label": "DPR", "question": "dpr", "passage": "dpr"}]}}
+    cfg["train"].update({"gpus": 2, "cpus_per_gpu": 1, "max_steps": 4})
+    cfg["embed"]["gpus"] = 1
+    cfg["index"]["gpus"] = 1
+    # small enough for the test node (2 cores, the machine's memory less 2 GiB)
+    cfg["resources"] = {"default": {"mem_mb": 1000, "runtime": 30}, "train_biencoder": {"mem_mb": 3000, "runtime": 30},
+                        "embed_shard": {"mem_mb": 2000, "runtime": 30}}
+    cfg = _merge(cfg, extra)
+    path = tmp_path / "slurm-config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
     return path
 
 
 def test_pipeline_runs_through_slurm_with_gpu_jobs_and_torchrun(slurm, repo, tmp_path, tiny_bert):
-    over = overlay(tmp_path, tiny_bert)
-    r = submit(repo, tmp_path, slurm, str(tmp_path / "results" / "tables" / "dpr_dcsr.md"),
-               "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over))
+    cfg = small_config(repo, tmp_path, tiny_bert)
+    r = submit(repo, tmp_path, slurm, str(tmp_path / "results" / "tables" / "dpr_dcsr.md"), "--configfile", str(cfg))
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
 
@@ -107,9 +120,9 @@ def test_pipeline_runs_through_slurm_with_gpu_jobs_and_torchrun(slurm, repo, tmp
     assert calls, out[-3000:]
     by_rule = {}
     for call in calls:
-        rule = re.search(r"--comment '?rule_([a-z0-9_]+?)(?:_wildcards_[^' ]*)?'? ", call)
-        assert rule, call
-        by_rule.setdefault(rule.group(1), []).append(call)
+        argv = shlex.split(call)
+        rule = argv[argv.index("--comment") + 1].removeprefix("rule_").split("_wildcards_")[0]
+        by_rule.setdefault(rule, []).append(call)
     for rule in ("generate_corpus", "index_bm25", "train_biencoder", "embed_shard", "search_shard",
                  "merge_runs", "evaluate_topk", "make_table"):
         assert rule in by_rule, f"{rule} was not submitted: {sorted(by_rule)}"
@@ -117,13 +130,14 @@ def test_pipeline_runs_through_slurm_with_gpu_jobs_and_torchrun(slurm, repo, tmp
     assert all(gpu_flag.search(c).group(3) == "2" for c in by_rule["train_biencoder"]), by_rule["train_biencoder"]
     assert all(gpu_flag.search(c).group(3) == "1" for c in by_rule["embed_shard"] + by_rule["search_shard"])
     assert not any(gpu_flag.search(c) for c in by_rule["generate_corpus"] + by_rule["make_table"])
-    assert all("--mem" in c and "--time" in c for c in calls)
+    assert all(" --mem " in c and " -t " in c for c in calls)  # every rule's mem_mb and runtime
 
     # and Slurm ran them: the cluster knows as many completed jobs as there were submissions
     jobs = slurm_jobs(slurm)
-    done = [j for j in jobs if j["state"] == "COMPLETED"]
+    done = [j for j in jobs if j.get("JobState") == "COMPLETED"]
     assert len(done) >= len(calls), jobs
-    assert any("gpu" in j["tres"] for j in done), jobs
+    trained = [j for j in done if j.get("Comment", "").startswith("rule_train_biencoder")]
+    assert trained and all(j.get("TresPerJob") == "gres:gpu:2" for j in trained), trained
 
     # training ran as two DDP processes under torchrun inside its Slurm job
     train_log = (tmp_path / "results" / "logs" / "train_biencoder" / "dpr.log").read_text()
@@ -133,12 +147,13 @@ def test_pipeline_runs_through_slurm_with_gpu_jobs_and_torchrun(slurm, repo, tmp
 def test_a_failing_job_fails_the_run(slurm, repo, tmp_path, tiny_bert):
     corpus = tmp_path / "broken.tsv"
     corpus.write_text("id\ttext\ttitle\n1\tA passage about something.\tTitle\n2\tno title column here\n")
-    over = overlay(tmp_path, tiny_bert, corpora={"broken": {"path": str(corpus)}})
+    cfg = small_config(repo, tmp_path, tiny_bert, corpora={"broken": {"path": str(corpus)}})
     r = submit(repo, tmp_path, slurm, str(tmp_path / "results" / "bm25" / "broken" / "index"), "--retries", "0",
-               "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over))
+               "--configfile", str(cfg))
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-3000:]
     assert "sbatch call" in out
     assert re.search(r"Error in rule index_bm25|SLURM-job '\d+' failed", out), out[-3000:]
-    assert f"{corpus}, line 3" in out or f"{corpus}:3" in out, out[-4000:]
+    log = (tmp_path / "results" / "logs" / "index_bm25" / "broken.log").read_text()
+    assert f"{corpus}:3: expected 3 tab-separated fields" in log, log
     assert not (tmp_path / "results" / "bm25" / "broken" / "index").exists()

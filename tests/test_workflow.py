@@ -110,6 +110,8 @@ def check_attribution_outputs(results):
     """The encoder attribution analysis of config.yaml + ci.yaml: K = 3 domains, DPR and DCSR
     families, a sweep of trivia at 40% and 100%."""
     tests = ("encyclopedia", "trivia", "chat")
+    metrics = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())["attribution"]["metrics"]
+    m0 = metrics[0]
     families = {"DPR": {"encyclopedia": "dpr", "trivia": "dpr-trivia", "chat": "dpr-chat"},
                 "DCSR": {"encyclopedia": "dcsr", "trivia": "dcsr-trivia", "chat": "dcsr-chat"}}
     matrix = {}
@@ -120,15 +122,15 @@ def check_attribution_outputs(results):
         for q in fam.values():
             for p in fam.values():
                 for t in tests:
-                    for m in ("top20", "top100"):
+                    for m in metrics:
                         assert (q, p, t, m) in matrix, (q, p, t, m)
     # and each cell is the metrics file of that pair's run
     cell = json.loads((results / "metrics" / "demo" / "dpr-chat" / "dpr" / "encyclopedia.json").read_text())
-    assert matrix[("dpr-chat", "dpr", "encyclopedia", "top20")] == pytest.approx(cell["top20"])
+    assert matrix[("dpr-chat", "dpr", "encyclopedia", m0)] == pytest.approx(cell[m0])
     # a marginal is the mean of its row (question encoder) or column (passage encoder) of the matrix
     for fam_name, fam in families.items():
         rows = list(csv.DictReader(open(results / "tables" / f"attribution_marginals-{fam_name}.csv")))
-        assert {(r["dataset"], r["metric"]) for r in rows} == {(t, m) for t in tests for m in ("top20", "top100")}
+        assert {(r["dataset"], r["metric"]) for r in rows} == {(t, m) for t in tests for m in metrics}
         for r in rows:
             t, m, own = r["dataset"], r["metric"], fam[r["dataset"]]
             row = [matrix[(own, p, t, m)] for p in fam.values()]

@@ -6,7 +6,8 @@
 #   tests/slurm/local-cluster.sh start DIR # write DIR/slurm.conf, start munged, slurmctld, slurmd
 #   tests/slurm/local-cluster.sh stop DIR  # stop the daemons by PID
 #
-# After `start`, `export SLURM_CONF=DIR/slurm.conf` points sbatch/squeue/sinfo at it.
+# After `start`, `export SLURM_CONF=DIR/slurm.conf` points sbatch/squeue/sinfo at it; the
+# config is also linked at /etc/slurm/ (job steps read it there), and unlinked by `stop`.
 # The node has two fake GPUs (gres "gpu:fake:2", backed by /dev/null and /dev/zero), so GPU
 # requests schedule and get CUDA_VISIBLE_DEVICES; the jobs themselves run on the CPU.
 # There is no slurmdbd, so `sacct` does not work: the Snakemake profile must use
@@ -81,6 +82,17 @@ EOF
 NodeName=$host Name=gpu Type=fake File=/dev/null
 NodeName=$host Name=gpu Type=fake File=/dev/zero
 EOF
+    # The job steps need the config at Slurm's default path too: snakemake's jobstep executor
+    # drops SLURM_* variables (SLURM_CONF included) before its nested srun, as on a real
+    # cluster, where /etc/slurm/slurm.conf is always there. Link ours, never replace a real one.
+    mkdir -p /etc/slurm
+    local f
+    for f in slurm.conf gres.conf; do
+        if [ -e "/etc/slurm/$f" ] && [ ! -L "/etc/slurm/$f" ]; then
+            die "/etc/slurm/$f exists and is not this test's link: not touching a real Slurm config"
+        fi
+        ln -sfn "$dir/$f" "/etc/slurm/$f"
+    done
     export SLURM_CONF=$dir/slurm.conf
     install -d -o munge -g munge -m 0755 /run/munge
     if ! pgrep -x munged >/dev/null; then
@@ -103,6 +115,11 @@ stop_cluster() {
             for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
             kill -9 "$pid" 2>/dev/null || true
             rm -f "$dir/$f.pid"
+        fi
+    done
+    for f in slurm.conf gres.conf; do
+        if [ -L "/etc/slurm/$f" ] && [ "$(readlink "/etc/slurm/$f")" = "$dir/$f" ]; then
+            rm -f "/etc/slurm/$f"
         fi
     done
 }

@@ -30,7 +30,7 @@ def main():
     if a.metrics and not (a.questions and a.corpus):
         ap.error("--metrics needs --questions and --corpus")
     if a.hasans:
-        from dcsr.sentence_aware import merge_sentence_hits
+        from dcsr.hasans import merge_sentence_hits
 
         scores, ids = merge_sentence_hits(a.shards, a.k, a.temperature)
     else:
