@@ -43,16 +43,8 @@ def _compile(pattern: str):
 
 def has_answer(answers: list[str], text: str, match_type: str = "string") -> bool:
     """True when ``text`` contains one of ``answers`` under DPR's matching rules."""
-    if match_type == "string":
-        return has_answer_in_tokens(answers, tokens(text))
-    if match_type == "regex":
-        norm = _normalize(text)
-        for answer in answers:
-            pattern = _compile(answer)
-            if pattern is not None and pattern.search(norm) is not None:
-                return True
-        return False
-    raise ValueError(f"match_type must be one of {MATCH_TYPES}, not {match_type!r}")
+    matcher = PassageMatcher(match_type)
+    return matcher.match(answers, matcher.prepare(text))
 
 
 class PassageMatcher:

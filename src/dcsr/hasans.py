@@ -13,6 +13,7 @@ import numpy as np
 
 from .errors import InputError
 
+
 def sentences_to_retrieve(k_passages: int = 100, *, avg_sentences_per_passage: float) -> int:
     """DCSR retrieves the top ``k_passages * k`` sentences (``k``: mean sentences per passage,
     :func:`dcsr.sentences.average_sentences_per_passage`) to rank ``k_passages`` passages."""
