@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
 from dcsr.config import check_config, sweep_models  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
+from dcsr.tables import table_cells  # noqa: E402
 
 
 validate(config, schema="../config/schema.yaml")
@@ -288,13 +289,7 @@ def match_type(dataset):
 # ------------------------------------------------------------------ targets
 def table_runs(table):
     """(corpus, qmodel, pmodel, dataset) of every cell of a table."""
-    t = config["tables"][table]
-    out = []
-    for ds in t["test_sets"]:
-        for row in t["rows"]:
-            q, p = ("bm25", "bm25") if row.get("retriever") == "bm25" else (row["question"], row["passage"])
-            out.append((corpus_of(ds), q, p, ds))
-    return out
+    return [(corpus_of(c.dataset), c.qmodel, c.pmodel, c.dataset) for c in table_cells(config["tables"][table])]
 
 
 def table_metrics(table):

@@ -37,6 +37,13 @@ def test_wrong_type_is_reported_with_its_key(cfg, repo):
         (lambda c: c["models"]["dpr"].update(init="bert"), "models.dpr.init"),
         (lambda c: c["models"]["dpr"].update(train_on="nq"), "models.dpr.train_on"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][2].update(question="nope"), "tables.dpr_dcsr.rows.2.question"),
+        (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"encyclopedia": "nope"}, passage={"encyclopedia": "dpr"}),
+         "tables.dpr_dcsr.rows.3.question.encyclopedia"),
+        (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"trivia": "dpr"}, passage={"trivia": "dpr"}),
+         "tables.dpr_dcsr.rows.3.question.trivia"),
+        (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"encyclopedia": "dpr"}), "tables.dpr_dcsr.rows.3"),
+        (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(datasets={"encyclopedia": "nope"}),
+         "tables.dpr_dcsr.rows.3.datasets.encyclopedia"),
     ],
 )
 def test_cross_reference_errors_name_the_key(cfg, mutate, key):

@@ -38,13 +38,27 @@ def check_config(cfg: dict) -> None:
             if ts not in datasets:
                 raise InputError(_key("tables", tname, "test_sets", i), f"names dataset {ts!r}, which is not under 'datasets'")
         for i, row in enumerate(table["rows"]):
+            for col, ds in row.get("datasets", {}).items():
+                if col not in table["test_sets"]:
+                    raise InputError(_key("tables", tname, "rows", i, "datasets", col), f"{col!r} is not one of the table's test_sets")
+                if ds not in datasets:
+                    raise InputError(_key("tables", tname, "rows", i, "datasets", col), f"names dataset {ds!r}, which is not under 'datasets'")
             if row.get("retriever") == "bm25":
                 continue
             for side in ("question", "passage"):
                 if side not in row:
                     raise InputError(_key("tables", tname, "rows", i), f"needs 'retriever: bm25' or both 'question' and 'passage' (missing {side!r})")
-                if row[side] not in models:
-                    raise InputError(_key("tables", tname, "rows", i, side), f"names model {row[side]!r}, which is not under 'models'")
+                per_column = row[side] if isinstance(row[side], dict) else {None: row[side]}
+                for col, model in per_column.items():
+                    where = _key("tables", tname, "rows", i, side) + (f".{col}" if col is not None else "")
+                    if col is not None and col not in table["test_sets"]:
+                        raise InputError(where, f"{col!r} is not one of the table's test_sets")
+                    if model not in models:
+                        raise InputError(where, f"names model {model!r}, which is not under 'models'")
+            q, p = row["question"], row["passage"]
+            if isinstance(q, dict) != isinstance(p, dict) or (isinstance(q, dict) and set(q) != set(p)):
+                raise InputError(_key("tables", tname, "rows", i), "'question' and 'passage' must both name one model, "
+                                                                    "or both map the same test sets to models")
     if "attribution" in cfg:
         check_attribution(cfg)
 

@@ -19,6 +19,47 @@ import yaml
 from .fsutil import atomic_open
 
 
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a retrieval table: row ``row`` (its index in the table's rows) under the
+    column ``column`` (a test set), filled by the run of ``qmodel`` x ``pmodel`` on ``dataset``."""
+
+    row: int
+    column: str
+    qmodel: str
+    pmodel: str
+    dataset: str
+
+
+def _per_column(value, column):
+    """A row's ``question``/``passage``/``datasets`` entry for one column: a mapping is per
+    column (a column it leaves out has no cell in that row), anything else is for every column."""
+    return value.get(column) if isinstance(value, dict) else value
+
+
+def table_cells(table: dict) -> list[Cell]:
+    """Every cell of a table config, column by column.
+
+    A row is BM25 (``retriever: bm25``) or a bi-encoder: ``question`` and ``passage`` each
+    name a model, or map columns to models (DCSR Table 2 *Single*: ``{nq: dpr-nq, trivia:
+    dpr-trivia}``). ``datasets`` maps a column to the dataset actually searched (DCSR Table 7:
+    the column ``nq`` of the row "0.1M" is ``nq-first0.1m``, NQ's questions over the first
+    0.1M passages); by default a column is its own dataset.
+    """
+    cells = []
+    for column in table["test_sets"]:
+        for i, row in enumerate(table["rows"]):
+            dataset = _per_column(row.get("datasets", {}), column) or column
+            if row.get("retriever") == "bm25":
+                cells.append(Cell(i, column, "bm25", "bm25", dataset))
+                continue
+            q, p = _per_column(row.get("question"), column), _per_column(row.get("passage"), column)
+            if q is None and p is None:
+                continue
+            cells.append(Cell(i, column, q, p, dataset))
+    return cells
+
+
 def load_paper_numbers(path: str | os.PathLike) -> dict:
     with open(path, encoding="utf-8") as fh:
         return yaml.safe_load(fh)

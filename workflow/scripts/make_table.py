@@ -3,7 +3,7 @@ import argparse
 import json
 
 from dcsr.cli import script
-from dcsr.tables import Row, load_paper_numbers, read_metrics, write_retrieval_table
+from dcsr.tables import Row, load_paper_numbers, read_metrics, table_cells, write_retrieval_table
 
 
 @script
@@ -18,13 +18,14 @@ def main():
     table, paper = spec["table"], load_paper_numbers(a.paper)
     cells = {(c["qmodel"], c["pmodel"], c["dataset"]): c["metrics"] for c in spec["cells"]}
     rows = []
-    for ds in table["test_sets"]:
-        for r in table["rows"]:
-            q, p = ("bm25", "bm25") if r.get("retriever") == "bm25" else (r["question"], r["passage"])
-            ref = None
-            if r.get("paper") and spec["paper_names"].get(ds):
-                ref = {"table": r["paper"]["table"], "row": r["paper"]["row"], "dataset": spec["paper_names"][ds]}
-            rows.append(Row(r["label"], ds, read_metrics(cells[(q, p, ds)]), ref))
+    for cell in table_cells(table):
+        r = table["rows"][cell.row]
+        ref = None
+        # the paper's number is the one for the column's dataset (NQ for a subset's NQ questions)
+        if r.get("paper") and spec["paper_names"].get(cell.column):
+            ref = {"table": r["paper"]["table"], "row": r["paper"]["row"], "dataset": spec["paper_names"][cell.column]}
+        label = cell.column if cell.dataset == cell.column else f"{cell.column} ({cell.dataset})"
+        rows.append(Row(r["label"], label, read_metrics(cells[(cell.qmodel, cell.pmodel, cell.dataset)]), ref))
     metrics = [f"top{k}" for k in spec["ks"]]
     write_retrieval_table(rows, metrics, paper, a.csv, a.md, title=table["title"])
 

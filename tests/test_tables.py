@@ -1,0 +1,60 @@
+"""Retrieval tables: which run fills which cell, and the table a row config produces."""
+import csv
+import json
+import subprocess
+import sys
+
+from dcsr.tables import Cell, table_cells
+
+# DCSR Table 7's shape: columns NQ and Trivia, one row per corpus size, each row searching
+# the column's questions over its own corpus, and Table 2 Single's one model per column.
+TABLE = {
+    "title": "t",
+    "test_sets": ["nq", "trivia"],
+    "rows": [
+        {"label": "BM25", "retriever": "bm25"},
+        {"label": "DPR (Single)", "question": {"nq": "dpr-nq", "trivia": "dpr-trivia"},
+         "passage": {"nq": "dpr-nq", "trivia": "dpr-trivia"}},
+        {"label": "DPR 0.1M", "question": "dpr-nq", "passage": "dpr-nq",
+         "datasets": {"nq": "nq-small", "trivia": "trivia-small"}},
+        {"label": "NQ only", "question": {"nq": "dpr-nq"}, "passage": {"nq": "dpr-nq"}},
+    ],
+}
+
+
+def test_cells_follow_per_column_models_and_datasets():
+    assert table_cells(TABLE) == [
+        Cell(0, "nq", "bm25", "bm25", "nq"),
+        Cell(1, "nq", "dpr-nq", "dpr-nq", "nq"),
+        Cell(2, "nq", "dpr-nq", "dpr-nq", "nq-small"),
+        Cell(3, "nq", "dpr-nq", "dpr-nq", "nq"),
+        Cell(0, "trivia", "bm25", "bm25", "trivia"),
+        Cell(1, "trivia", "dpr-trivia", "dpr-trivia", "trivia"),
+        Cell(2, "trivia", "dpr-nq", "dpr-nq", "trivia-small"),
+        # "NQ only" maps no model to trivia: no cell
+    ]
+
+
+def test_make_table_script_fills_cells_and_paper_numbers(repo, tmp_path):
+    cells = []
+    for c in table_cells(TABLE):
+        path = tmp_path / f"{c.qmodel}-{c.pmodel}-{c.dataset}.json"
+        # a distinct number per run, so a cell filled from the wrong run shows
+        top20 = float(len(c.dataset) + 10 * c.row)
+        path.write_text(json.dumps({"top1": 1.0, "top20": top20, "questions": 7}))
+        cells.append({"qmodel": c.qmodel, "pmodel": c.pmodel, "dataset": c.dataset, "metrics": str(path)})
+    paper = tmp_path / "paper.yaml"
+    paper.write_text("t7:\n  source: Paper T7\n  rows:\n    DPR 0.10M:\n      NQ: {top20: 25.5}\n")
+    table = {**TABLE, "rows": [*TABLE["rows"][:2], {**TABLE["rows"][2], "paper": {"table": "t7", "row": "DPR 0.10M"}},
+                               TABLE["rows"][3]]}
+    spec = {"table": table, "ks": [1, 20], "paper_names": {"nq": "NQ", "trivia": "Trivia"}, "cells": cells}
+    out_csv, out_md = tmp_path / "t.csv", tmp_path / "t.md"
+    subprocess.run([sys.executable, str(repo / "workflow/scripts/make_table.py"), "--spec", json.dumps(spec),
+                    "--paper", str(paper), "--csv", str(out_csv), "--md", str(out_md)], check=True)
+    rows = {(r["row"], r["test_set"], r["metric"]): r for r in csv.DictReader(open(out_csv))}
+    assert rows[("DPR (Single)", "trivia", "top20")]["ours"] == "16.00"       # dpr-trivia on trivia, row 1
+    assert rows[("DPR 0.1M", "nq (nq-small)", "top20")]["ours"] == "28.00"    # nq-small, row 2
+    assert rows[("DPR 0.1M", "nq (nq-small)", "top20")]["paper"] == "25.5"    # the paper's NQ number
+    assert rows[("DPR 0.1M", "trivia (trivia-small)", "top20")]["paper"] == ""
+    assert not any(k[0] == "NQ only" and k[1] == "trivia" for k in rows)
+    assert "| DPR 0.1M | nq (nq-small) | 7 | 1.0 | 28.0 | 25.5 |" in out_md.read_text()
