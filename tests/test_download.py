@@ -329,3 +329,27 @@ def test_download_rule_fetches_a_resource_from_the_configured_base_url(repo, mir
     assert f"{url}/data/retriever/nq-test.qa.csv: downloaded to {got}" in log
     assert (tmp_path / "results" / "benchmarks" / "download_resource" / "nq-test.qa.csv.tsv").exists()
     assert sorted(p.name for p in dl.iterdir()) == ["downloads.lock.json", "nq-test.qa.csv"]
+
+
+def test_a_complete_part_is_checked_and_kept_and_a_too_long_one_replaced(mirror, tmp_path):
+    data, requests = (mirror / CORPUS_PATH).read_bytes(), []
+    with serve(mirror, requests=requests) as url:
+        # killed after the last byte, before the rename: the server answers 416, nothing is fetched again
+        (tmp_path / f"{CORPUS}.part").write_bytes(data)
+        fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / CORPUS, None)
+        # a .part longer than the file (it changed on the server): fetched again from the start
+        (tmp_path / "b" / f"{CORPUS}.part").parent.mkdir()
+        (tmp_path / "b" / f"{CORPUS}.part").write_bytes(data + b"extra")
+        fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / "b" / CORPUS, None)
+    assert (tmp_path / CORPUS).read_bytes() == (tmp_path / "b" / CORPUS).read_bytes() == data
+    assert [r.range for r in requests] == [f"bytes={len(data)}-", f"bytes={len(data) + 5}-", None]
+
+
+def test_server_errors_are_retried_and_file_urls_work(mirror, tmp_path):
+    requests = []
+    with serve(mirror, faults=Faults(fail_requests=2), requests=requests) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / CORPUS, None)
+    assert len(requests) == 3 and (tmp_path / CORPUS).read_bytes() == (mirror / CORPUS_PATH).read_bytes()
+    # a local copy needs no server: base_url file:///data/dpr
+    fetch_resource((mirror / CORPUS_PATH).as_uri(), tmp_path / "f" / CORPUS, tmp_path / "f" / "lock.json")
+    assert (tmp_path / "f" / CORPUS).read_bytes() == (mirror / CORPUS_PATH).read_bytes()

@@ -166,8 +166,10 @@ def _download(url: str, part: Path, timeout: float, progress: bool) -> None:
         else:
             offset, mode, total = 0, "wb", length
         got = offset
+        # in a rule's log (not a terminal), a line every 30 s rather than every 0.1 s of a 13 GB download
         with open(part, mode) as fh, tqdm(total=total, initial=offset, unit="B", unit_scale=True,
                                           desc=part.name.removesuffix(".part"), file=sys.stderr,
+                                          mininterval=0.1 if sys.stderr.isatty() else 30,
                                           disable=not progress) as bar:
             while chunk := resp.read(CHUNK):
                 fh.write(chunk)
