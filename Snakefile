@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 
 
 include: "rules/common.smk"
+include: "rules/download.smk"
 include: "rules/data.smk"
 include: "rules/sentences.smk"
 include: "rules/bm25.smk"

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
 from dcsr.config import check_config, sweep_models  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
+from dcsr.resources import download_settings, resource_files, resource_of_file, resource_url  # noqa: E402
 from dcsr.tables import table_cells  # noqa: E402
 
 
@@ -97,6 +98,10 @@ ATTRIBUTION_TABLE4 = f"{R}/tables/attribution_table4"  # + .csv / .md
 FAMILY_COMPARISON = f"{R}/tables/attribution_compare"  # + .csv / .md
 ATTRIBUTION_TABLE3 = f"{R}/tables/attribution_table3"  # + .csv / .md
 COVERAGE_FIGURE = f"{R}/figures/coverage"  # + .png / .csv
+# DPR's files as published (rules/download.smk), outside results/: shared by every config that
+# names the same downloads.dir
+DOWNLOADS = download_settings(config.get("downloads", {}))
+DOWNLOADED = f"{DOWNLOADS['dir']}/{{file}}"
 
 
 def log_path(rule_name, name):

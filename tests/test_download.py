@@ -1,4 +1,5 @@
-"""fetch(): local paths as is; URLs downloaded atomically, retried, checked, against a real HTTP server."""
+"""fetch(): local paths as is; URLs downloaded atomically, retried, resumed, checked against a lock file;
+the resource map; the download rule. All against real HTTP servers on 127.0.0.1."""
 
 import hashlib
 import http.server
@@ -67,7 +68,10 @@ def test_failure_leaves_no_file_under_the_final_name(server, tmp_path):
         get(f"{server}/truncated", tmp_path / "t.json", retries=2)
     with pytest.raises(InputError, match=r"/broken: download failed after 2 attempts: HTTP 500"):
         get(f"{server}/broken", tmp_path / "b.json", retries=1)
-    assert Handler.hits == {"/truncated": 3, "/broken": 2} and list(tmp_path.iterdir()) == []
+    # the truncated body is kept beside, never under, the final name: a re-run resumes it
+    assert Handler.hits == {"/truncated": 3, "/broken": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json.part"]
+    assert (tmp_path / "t.json.part").read_bytes() == BODY[: len(BODY) // 2]
 
 
 def test_client_errors_are_not_retried(server, tmp_path):
@@ -100,3 +104,252 @@ def test_local_path_is_used_as_is(tmp_path):
     assert src.exists()
     with pytest.raises(InputError, match="nope.json: no such file"):
         get(tmp_path / "nope.json", tmp_path / "e.json")
+
+
+# ------------------------------------------------------------------ DPR's files from a local mirror
+import concurrent.futures  # noqa: E402
+import gzip  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+
+from dcsr.download import file_sha256, read_lock  # noqa: E402
+from dcsr.formats import QA, Passage, iter_passages, read_qas, write_corpus, write_qas  # noqa: E402
+from dcsr.httpserve import Faults, serve  # noqa: E402
+from dcsr.resources import (RESOURCES, download_settings, resource_files, resource_of_file,  # noqa: E402
+                            resource_url)
+
+CORPUS = "psgs_w100.tsv.gz"
+CORPUS_PATH = "wikipedia_split/psgs_w100.tsv.gz"
+
+
+@pytest.fixture
+def mirror(tmp_path_factory):
+    """A folder laid out as DPR's base URL, with a small corpus (gzipped TSV) and NQ's test questions."""
+    root = tmp_path_factory.mktemp("mirror")
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(500)]
+    tsv = tmp_path_factory.mktemp("corpus") / "psgs_w100.tsv"
+    write_corpus(tsv, (Passage(i, " ".join(rng.choices(words, k=100)), f"Title {i}") for i in range(1, 201)))
+    (root / "wikipedia_split").mkdir(parents=True)
+    (root / CORPUS_PATH).write_bytes(gzip.compress(tsv.read_bytes(), mtime=0))
+    write_qas(root / "data" / "retriever" / "nq-test.qa.csv", [QA("who wrote w1?", ["w2"]), QA("when was w3?", ["w4", "w5"])])
+    return root
+
+
+def fetch_resource(url, dest, lock, **kw):
+    return fetch(url, dest, lock=lock, progress=False, backoff=0.01, timeout=5, **kw)
+
+
+def test_resource_map_has_every_file_the_issue_lists():
+    datasets = ("nq", "trivia", "squad1", "webquestions", "curatedtrec")
+    want = {CORPUS, "biencoder-nq-adv-hn-train.json.gz", "train-v1.1.json", "dev-v1.1.json"}
+    want |= {f"biencoder-{d}-{s}.json.gz" for d in datasets for s in ("train", "dev")}
+    # DPR ships TriviaQA's test questions gzipped, the others plain
+    want |= {f"{d}-test.qa.csv" + (".gz" if d == "trivia" else "") for d in datasets}
+    assert set(resource_files()) == want and len(RESOURCES) == len(want)
+    assert len({r.key for r in RESOURCES}) == len(RESOURCES)
+    defaults = download_settings({})
+    assert resource_of_file(CORPUS).key == "data.wikipedia_split.psgs_w100"
+    assert resource_url(resource_of_file(CORPUS), defaults) == "https://dl.fbaipublicfiles.com/dpr/wikipedia_split/psgs_w100.tsv.gz"
+    webq = resource_of_file("biencoder-webquestions-train.json.gz")
+    assert webq.key == "data.retriever.webq-train"
+    assert resource_url(webq, defaults) == "https://dl.fbaipublicfiles.com/dpr/data/retriever/biencoder-webquestions-train.json.gz"
+    assert resource_of_file("nq-test.qa.csv").key == "data.retriever.qas.nq-test"
+    assert resource_of_file("biencoder-nq-adv-hn-train.json.gz").key == "data.retriever.nq-adv-hn-train"
+    assert resource_url(resource_of_file("dev-v1.1.json"), defaults) == "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json"
+    # a mirror replaces the base URL, paths stay DPR's
+    mirror = download_settings({"base_url": "http://127.0.0.1:8000/dpr/", "dir": "dl"})
+    assert resource_url(resource_of_file("nq-test.qa.csv"), mirror) == "http://127.0.0.1:8000/dpr/data/retriever/nq-test.qa.csv"
+    assert mirror["lock"] == "dl/downloads.lock.json" and mirror["retries"] == defaults["retries"]
+    with pytest.raises(InputError, match="nq-test.csv: not a known resource"):
+        resource_of_file("nq-test.csv")
+
+
+def test_download_records_size_and_sha256_in_the_lock(mirror, tmp_path):
+    dest, lock, requests = tmp_path / "dl" / CORPUS, tmp_path / "dl" / "downloads.lock.json", []
+    with serve(mirror, requests=requests) as url:
+        assert fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock) == dest
+        assert dest.read_bytes() == (mirror / CORPUS_PATH).read_bytes()
+        assert read_lock(lock) == {CORPUS: {"url": f"{url}/{CORPUS_PATH}", "size": dest.stat().st_size,
+                                            "sha256": hashlib.sha256(dest.read_bytes()).hexdigest()}}
+        assert sorted(p.name for p in dest.parent.iterdir()) == ["downloads.lock.json", CORPUS]
+        # reused (and checked against the lock) without asking the server again
+        assert fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock) == dest and len(requests) == 1
+    assert [p.id for p in iter_passages(dest)] == list(range(1, 201))  # read as it came, gzipped
+
+
+def test_a_cut_download_resumes_with_a_range_request(mirror, tmp_path):
+    size, dest, requests = (mirror / CORPUS_PATH).stat().st_size, tmp_path / CORPUS, []
+    with serve(mirror, faults=Faults(cut_after=size // 3), requests=requests) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, tmp_path / "lock.json")
+    assert [r.range for r in requests] == [None, f"bytes={size // 3}-"]
+    assert dest.read_bytes() == (mirror / CORPUS_PATH).read_bytes() and not (tmp_path / f"{CORPUS}.part").exists()
+
+
+def test_a_rerun_resumes_the_part_a_failed_run_kept(mirror, tmp_path):
+    size, dest, lock, requests = (mirror / CORPUS_PATH).stat().st_size, tmp_path / CORPUS, tmp_path / "lock.json", []
+    with serve(mirror, faults=Faults(cut_after=1000), requests=requests) as url:
+        with pytest.raises(InputError, match=rf"{CORPUS_PATH}: download failed: IncompleteRead: 1000 of {size} bytes \(.*part is kept"):
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
+        assert not dest.exists() and not lock.exists() and (tmp_path / f"{CORPUS}.part").stat().st_size == 1000
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
+    assert [r.range for r in requests] == [None, "bytes=1000-"]
+    assert dest.read_bytes() == (mirror / CORPUS_PATH).read_bytes() and read_lock(lock)[CORPUS]["size"] == size
+
+
+def test_a_server_that_ignores_range_is_read_from_the_start(mirror, tmp_path):
+    dest = tmp_path / CORPUS
+    with serve(mirror, faults=Faults(cut_after=1000, ignore_range=True)) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, None)
+    assert dest.read_bytes() == (mirror / CORPUS_PATH).read_bytes()
+
+
+def test_a_download_that_differs_from_the_lock_never_lands(mirror, tmp_path):
+    dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
+    with serve(mirror) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
+        recorded = lock.read_text()
+        old = file_sha256(dest)
+        dest.unlink()
+        # the mirror now serves other bytes of the same size
+        data = bytearray((mirror / CORPUS_PATH).read_bytes())
+        data[100] ^= 0xFF
+        (mirror / CORPUS_PATH).write_bytes(data)
+        new = hashlib.sha256(data).hexdigest()
+        with pytest.raises(InputError, match=rf"^{dest}: the download from {url}/{CORPUS_PATH} has sha256 {new} "
+                                             rf"\({len(data)} bytes\), but {lock} records {old} \({len(data)} bytes\)"):
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["lock.json"] and lock.read_text() == recorded
+
+
+def test_an_existing_file_is_checked_against_the_lock(mirror, tmp_path):
+    dest, lock, requests = tmp_path / CORPUS, tmp_path / "lock.json", []
+    with serve(mirror, requests=requests) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
+        good = file_sha256(dest)
+        dest.write_bytes(dest.read_bytes()[:-1])
+        with pytest.raises(InputError, match=rf"^{dest}: the existing file has sha256 {file_sha256(dest)} "
+                                             rf"\(\d+ bytes\), but {lock} records {good}"):
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
+        # a file put there by hand, with no entry yet, is recorded as it is
+        qas = tmp_path / "nq-test.qa.csv"
+        qas.write_bytes((mirror / "data/retriever/nq-test.qa.csv").read_bytes())
+        fetch_resource(f"{url}/data/retriever/nq-test.qa.csv", qas, lock)
+    assert len(requests) == 1 and read_lock(lock)["nq-test.qa.csv"]["sha256"] == file_sha256(qas)
+
+
+def test_a_dead_server_fails_after_its_retries_naming_the_url(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/{CORPUS_PATH}"
+    started = time.monotonic()
+    with pytest.raises(InputError, match=rf"^{url}: download failed after 3 attempts: .*Connection refused$"):
+        fetch(url, tmp_path / CORPUS, lock=tmp_path / "lock.json", retries=2, backoff=0.05, progress=False)
+    assert time.monotonic() - started >= 0.05 + 0.1  # backed off 0.05 s, then 0.1 s
+    assert list(tmp_path.iterdir()) == []  # nothing received: no file, no .part, no lock
+
+
+def test_concurrent_downloads_share_the_lock_file(mirror, tmp_path):
+    names = [f"q{i}.qa.csv" for i in range(8)]
+    for n in names:
+        write_qas(mirror / n, [QA(f"question {n}?", ["a"])])
+    lock = tmp_path / "lock.json"
+    with serve(mirror) as url, concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: fetch_resource(f"{url}/{n}", tmp_path / n, lock), names))
+    assert sorted(read_lock(lock)) == names
+    assert all(read_lock(lock)[n]["sha256"] == file_sha256(tmp_path / n) for n in names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names + ["lock.json"])  # no .flock left
+
+
+def test_the_server_answers_head_and_ranges(mirror):
+    data = (mirror / CORPUS_PATH).read_bytes()
+
+    def get(url, rng=None, method="GET"):
+        req = urllib.request.Request(url, headers={"Range": rng} if rng else {}, method=method)
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers, r.read()
+
+    with serve(mirror) as url:
+        status, headers, body = get(f"{url}/{CORPUS_PATH}", method="HEAD")
+        assert (status, int(headers["Content-Length"]), body) == (200, len(data), b"")
+        status, headers, body = get(f"{url}/{CORPUS_PATH}", "bytes=10-19")
+        assert (status, headers["Content-Range"], body) == (206, f"bytes 10-19/{len(data)}", data[10:20])
+        assert get(f"{url}/{CORPUS_PATH}", "bytes=-5")[2] == data[-5:]
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get(f"{url}/{CORPUS_PATH}", f"bytes={len(data)}-")
+        assert e.value.code == 416 and e.value.headers["Content-Range"] == f"bytes */{len(data)}"
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            get(f"{url}/data/retriever/nope.qa.csv")
+
+
+def test_the_server_command_serves_a_local_copy(mirror, tmp_path):
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, "-m", "dcsr.httpserve", str(mirror), "--port", "0", "--port-file", str(port_file)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if port_file.exists():
+                break
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+        fetch_resource(f"{url}/data/retriever/nq-test.qa.csv", tmp_path / "nq-test.qa.csv", None)
+        assert read_qas(tmp_path / "nq-test.qa.csv")[1] == QA("when was w3?", ["w4", "w5"])
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and out.startswith(f"serving {mirror} at {url}")
+
+
+def test_download_rule_fetches_a_resource_from_the_configured_base_url(repo, mirror, tmp_path):
+    dl = tmp_path / "downloads"
+    with serve(mirror) as url:
+        over = tmp_path / "over.yaml"
+        over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"),
+                                        "downloads": {"dir": str(dl), "base_url": url, "retries": 1, "timeout": 5}}))
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        r = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(repo / "Snakefile"),
+                            "--directory", str(tmp_path), "--cores", "1", str(dl / "nq-test.qa.csv"),
+                            "--configfile", str(repo / "config" / "config.yaml"), str(over)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    got = dl / "nq-test.qa.csv"
+    assert got.read_bytes() == (mirror / "data/retriever/nq-test.qa.csv").read_bytes()
+    assert json.loads((dl / "downloads.lock.json").read_text()) == {
+        "nq-test.qa.csv": {"url": f"{url}/data/retriever/nq-test.qa.csv", "size": got.stat().st_size, "sha256": file_sha256(got)}}
+    log = (tmp_path / "results" / "logs" / "download_resource" / "nq-test.qa.csv.log").read_text()
+    assert f"{url}/data/retriever/nq-test.qa.csv: downloaded to {got}" in log
+    assert (tmp_path / "results" / "benchmarks" / "download_resource" / "nq-test.qa.csv.tsv").exists()
+    assert sorted(p.name for p in dl.iterdir()) == ["downloads.lock.json", "nq-test.qa.csv"]
+
+
+def test_a_complete_part_is_checked_and_kept_and_a_too_long_one_replaced(mirror, tmp_path):
+    data, requests = (mirror / CORPUS_PATH).read_bytes(), []
+    with serve(mirror, requests=requests) as url:
+        # killed after the last byte, before the rename: the server answers 416, nothing is fetched again
+        (tmp_path / f"{CORPUS}.part").write_bytes(data)
+        fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / CORPUS, None)
+        # a .part longer than the file (it changed on the server): fetched again from the start
+        (tmp_path / "b" / f"{CORPUS}.part").parent.mkdir()
+        (tmp_path / "b" / f"{CORPUS}.part").write_bytes(data + b"extra")
+        fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / "b" / CORPUS, None)
+    assert (tmp_path / CORPUS).read_bytes() == (tmp_path / "b" / CORPUS).read_bytes() == data
+    assert [r.range for r in requests] == [f"bytes={len(data)}-", f"bytes={len(data) + 5}-", None]
+
+
+def test_server_errors_are_retried_and_file_urls_work(mirror, tmp_path):
+    requests = []
+    with serve(mirror, faults=Faults(fail_requests=2), requests=requests) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / CORPUS, None)
+    assert len(requests) == 3 and (tmp_path / CORPUS).read_bytes() == (mirror / CORPUS_PATH).read_bytes()
+    # a local copy needs no server: base_url file:///data/dpr
+    fetch_resource((mirror / CORPUS_PATH).as_uri(), tmp_path / "f" / CORPUS, tmp_path / "f" / "lock.json")
+    assert (tmp_path / "f" / CORPUS).read_bytes() == (mirror / CORPUS_PATH).read_bytes()

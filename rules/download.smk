@@ -1,0 +1,31 @@
+# The papers' input files from DPR's resource map (and SQuAD v1.1), fetched as published:
+# resumed after a cut, checked against the lock file (size, sha256) recorded at first download.
+# Only with a `downloads` section in the config; without one the rule matches no file.
+
+
+rule download_resource:
+    output:
+        DOWNLOADED,
+    wildcard_constraints:
+        file=one_of(resource_files() if "downloads" in config else []),
+    log:
+        log_path("download_resource", "{file}"),
+    benchmark:
+        bench_path("download_resource", "{file}")
+    params:
+        script=f"{SCRIPTS}/download_resource.py",
+        url=lambda wc: shlex.quote(resource_url(resource_of_file(wc.file), DOWNLOADS)),
+        lock=shlex.quote(DOWNLOADS["lock"]),
+        retries=DOWNLOADS["retries"],
+        timeout=DOWNLOADS["timeout"],
+    # compute nodes of clusters often have no internet: downloads run where Snakemake runs
+    localrule: True
+    threads: 1
+    resources:
+        mem_mb=resources_for("download_resource", "mem_mb"),
+        runtime=resources_for("download_resource", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --url {params.url} --out {output} --lock {params.lock}"
+        " --retries {params.retries} --timeout {params.timeout} 2> {log}"
