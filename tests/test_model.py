@@ -120,3 +120,18 @@ def test_unknown_pooling_is_an_input_error(tok_model):
     _, model = tok_model
     with pytest.raises(InputError, match="pooling"):
         BiEncoder(model.question_model, model.passage_model, pooling="max")
+
+
+def test_tiny_encoder_name_builds_a_cached_checkpoint_once(tmp_path, monkeypatch):
+    from dcsr.checkpoints import resolve_checkpoint
+    from dcsr.model import load_encoder
+
+    monkeypatch.setenv("DCSR_CACHE", str(tmp_path))
+    path = resolve_checkpoint("tiny:3")
+    assert path == str(tmp_path / "tiny-bert-seed3") and (tmp_path / "tiny-bert-seed3" / "vocab.txt").is_file()
+    mtime = (tmp_path / "tiny-bert-seed3" / "config.json").stat().st_mtime_ns
+    assert resolve_checkpoint("tiny:3") == path  # reused, not rebuilt
+    assert (tmp_path / "tiny-bert-seed3" / "config.json").stat().st_mtime_ns == mtime
+    assert resolve_checkpoint("tiny") == str(tmp_path / "tiny-bert-seed0")
+    assert load_encoder("tiny:3").config.hidden_size == 32
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-bert-seed0", "tiny-bert-seed3"]  # no temporaries left
