@@ -51,3 +51,13 @@ def test_merge_script_writes_train_and_dev(tmp_path, repo):
     assert r.returncode == 0, r.stderr
     assert [x["question"] for x in read_biencoder(tmp_path / "t.json")] == ["a1", "b1"]
     assert [x["question"] for x in read_biencoder(tmp_path / "d.json")] == ["b1"]
+
+
+def test_a_bad_record_in_the_second_file_leaves_no_merged_set(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_biencoder(a, [rec("a1", ["x"], "1")])
+    b.write_text('[\n{"question": "b1", "answers": "not a list"}\n]\n')
+    out = tmp_path / "train.json"
+    with pytest.raises(InputError, match=r"b.json:2"):
+        concat_biencoder([a, b], out)
+    assert not out.exists()

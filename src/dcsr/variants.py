@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Iterator, Sequence
+
+from tqdm import tqdm
 
 from .formats import QA, iter_biencoder, write_biencoder, write_qas
 
@@ -32,16 +35,20 @@ def write_dev_questions(dev_json: str | os.PathLike, out_qas: str | os.PathLike)
     return n
 
 
-def iter_concatenated(paths: Sequence[str | os.PathLike]) -> Iterator[dict]:
+def iter_concatenated(paths: Sequence[str | os.PathLike], progress: bool = False) -> Iterator[dict]:
     """The records of several biencoder JSON files, file after file, each streamed."""
     for path in paths:
         n = 0
+        # DPR's mined training sets are GBs each: say how far a merge is
+        bar = tqdm(desc=os.path.basename(path), unit=" records", file=sys.stderr, disable=not progress, mininterval=2.0)
         for n, rec in enumerate(iter_biencoder(path, require_positive=False), start=1):
             yield rec
+            bar.update()
+        bar.close()
         log.info("%s: %d records", path, n)
 
 
-def concat_biencoder(paths: Sequence[str | os.PathLike], out_json: str | os.PathLike) -> int:
+def concat_biencoder(paths: Sequence[str | os.PathLike], out_json: str | os.PathLike, progress: bool = False) -> int:
     """Write the records of ``paths`` in order as one biencoder JSON (atomically: a bad record
     in any input leaves no output). Returns the records written."""
-    return write_biencoder(out_json, iter_concatenated(paths))
+    return write_biencoder(out_json, iter_concatenated(paths, progress))

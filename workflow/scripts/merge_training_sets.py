@@ -13,9 +13,10 @@ def main():
     ap.add_argument("--dev", nargs="+", required=True, help="dev JSON of each dataset, in order")
     ap.add_argument("--train-out", required=True)
     ap.add_argument("--dev-out", required=True)
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     a = ap.parse_args()
-    concat_biencoder(a.train, a.train_out)
-    concat_biencoder(a.dev, a.dev_out)
+    concat_biencoder(a.train, a.train_out, progress=not a.no_progress)
+    concat_biencoder(a.dev, a.dev_out, progress=not a.no_progress)
 
 
 if __name__ == "__main__":
