@@ -10,7 +10,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
-from dcsr.config import check_config, sweep_models  # noqa: E402
+from dcsr.config import check_config, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.resources import download_settings, resource_files, resource_of_file, resource_url  # noqa: E402
 from dcsr.tables import table_cells  # noqa: E402
@@ -21,6 +21,9 @@ try:
     check_config(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
+    # a variant (datasets.<name>.like) has its dataset's match and paper_name unless it sets them
+    for _name, _inherited in variant_settings(config).items():
+        config["datasets"][_name] = {**_inherited, **config["datasets"][_name]}
 except InputError as e:
     raise WorkflowError(str(e))
 
@@ -58,11 +61,16 @@ CORPUS_TSV = f"{R}/data/{{corpus}}/psgs_w100.tsv"
 GENERATED_TRAIN = f"{R}/data/{{corpus}}/{{dataset}}-train.json"
 GENERATED_DEV = f"{R}/data/{{corpus}}/{{dataset}}-dev.json"
 GENERATED_TEST = f"{R}/data/{{corpus}}/{{dataset}}-test.qa.csv"
+# a dataset's dev questions as a test set (variants with questions: dev; DCSR Table 8)
+DEV_QUESTIONS = f"{R}/data/{{corpus}}/{{dataset}}-dev.qa.csv"
 SENTENCES = f"{R}/sentences/{{corpus}}/sentences.tsv"
 SENTENCE_STATS = f"{R}/sentences/{{corpus}}/stats.json"
 BM25_INDEX = f"{R}/bm25/{{corpus}}/index"
 MINED_TRAIN = f"{R}/bm25/negatives/{{dataset}}-train.json"
 SAMPLED_TRAIN = f"{R}/samples/{{dataset}}/train-{{percent}}pct.json"
+# the concatenated training and dev sets of a model trained on a list of datasets (DCSR's Multi)
+MERGED_TRAIN = f"{R}/train/{{model}}/train.json"
+MERGED_DEV = f"{R}/train/{{model}}/dev.json"
 MODEL_DIR = f"{R}/models/{{model}}"
 CHECKPOINT_DIR = f"{R}/checkpoints/{{model}}"
 QUERY_DIR = f"{R}/queries/{{qmodel}}"  # one job per question encoder: every test set it is searched with
@@ -87,6 +95,8 @@ TABLE1_CSV = f"{R}/tables/table1_questions_per_passage.csv"
 TABLE1_MD = f"{R}/tables/table1_questions_per_passage.md"
 VALIDATION_PNG = f"{R}/figures/validation-{{dataset}}.png"
 VALIDATION_CSV = f"{R}/figures/validation-{{dataset}}.csv"
+# DCSR Appendix B: dev positives (and their titles) among the training positives, per dataset
+APPENDIX_B = f"{R}/tables/dcsr_appendix_b"  # + .csv / .md
 # Encoder attribution (second paper): every pair's metrics in one file, then its tables and figures
 PAIR_MATRIX = f"{R}/attribution/pair_matrix.csv"
 ATTRIBUTION_TABLE2 = f"{R}/tables/attribution_table2"  # + .csv / .md
@@ -130,9 +140,38 @@ def generated_datasets(corpus):
     return [d for d, ds in config["datasets"].items() if ds["corpus"] == corpus and "generated" in ds]
 
 
+def subset_corpora():
+    return [c for c, cc in config["corpora"].items() if "subset" in cc]
+
+
+def subset_args(corpus):
+    sub = config["corpora"][corpus]["subset"]
+    if "first" in sub:
+        return f"--first {int(sub['first'])}"
+    return f"--fraction {float(sub['fraction'])!r} --seed {int(sub.get('seed', config['seed']))}"
+
+
+def source_datasets():
+    """The datasets with question files of their own: variants (``like``) are left out of the
+    statistics of training sets, which would otherwise count the same questions twice."""
+    return [d for d, ds in config["datasets"].items() if "like" not in ds]
+
+
+def dev_question_datasets():
+    """The datasets whose dev questions some variant searches as its test set."""
+    return sorted({variant_root(config, d) for d in config["datasets"] if dataset_questions(config, d) == "dev"})
+
+
 def dataset_file(dataset, split):
-    """The DPR file of a dataset split: train/dev biencoder JSON or the test qas TSV."""
+    """The DPR file of a dataset split: train/dev biencoder JSON or the test qas TSV. A variant
+    (``like``) has the files of its dataset, its test set that dataset's dev questions with
+    ``questions: dev``."""
     ds = dataset_cfg(dataset)
+    if "like" in ds:
+        root = variant_root(config, dataset)
+        if split == "test" and dataset_questions(config, dataset) == "dev":
+            return DEV_QUESTIONS.format(corpus=corpus_of(root), dataset=root)
+        return dataset_file(root, split)
     if "files" in ds:
         return ds["files"][split]
     pattern = {"train": GENERATED_TRAIN, "dev": GENERATED_DEV, "test": GENERATED_TEST}[split]
@@ -150,21 +189,34 @@ def trained_models():
     return [m for m, mc in config["models"].items() if "train_on" in mc]
 
 
+def trains_on_several(model):
+    return len(train_datasets(config["models"][model])) > 1
+
+
+def training_label(model):
+    """What a model is trained on, in file names: the dataset, or the datasets joined by '+'."""
+    return "+".join(train_datasets(config["models"][model]))
+
+
 def train_fraction(model):
     return config["models"][model].get("train_fraction", 1.0)
 
 
 def model_training_file(model):
-    """What a model trains on: its dataset's training set, or a nested sample of it."""
-    ds = config["models"][model]["train_on"]
+    """What a model trains on: its dataset's training set, a nested sample of it, or the
+    concatenation of several datasets' training sets."""
+    if trains_on_several(model):
+        return MERGED_TRAIN.format(model=model)
+    ds = train_datasets(config["models"][model])[0]
     if train_fraction(model) < 1.0:
         return SAMPLED_TRAIN.format(dataset=ds, percent=percent_label(train_fraction(model)))
     return training_file(ds)
 
 
-def models_trained_on(dataset):
-    """The models trained on all of ``dataset`` (the sweep's fractions are left out)."""
-    return [m for m in trained_models() if config["models"][m]["train_on"] == dataset and train_fraction(m) == 1.0]
+def models_trained_on(label):
+    """The models trained on all of ``label`` (a dataset, or datasets joined by '+': see
+    ``training_label``); the sweep's fractions are left out."""
+    return [m for m in trained_models() if training_label(m) == label and train_fraction(m) == 1.0]
 
 
 def squad_corpora():
@@ -216,7 +268,8 @@ def train_settings(model):
     if is_dcsr(model):
         settings.update({k: v for k, v in config.get("dcsr", {}).items() if k in DCSR_TRAIN_KEYS})
         if "train_on" in config["models"][model]:
-            settings["match_type"] = match_type(config["models"][model]["train_on"])
+            # a list of datasets shares one match type (dcsr.config checks it)
+            settings["match_type"] = match_type(train_datasets(config["models"][model])[0])
     settings.update(config["models"][model].get("train", {}))
     for launch_key in ("gpus", "nodes", "cpus_per_gpu"):
         settings.pop(launch_key, None)
@@ -309,9 +362,9 @@ def final_outputs():
         out.append(MODEL_DIR.format(model=model))
     # the sentence table of every corpus (DCSR's index keys), with its statistics
     out += [SENTENCE_STATS.format(corpus=c) for c in config["corpora"]]
-    out += [TABLE1_CSV, TABLE1_MD]
-    for ds in sorted({config["models"][m]["train_on"] for m in trained_models()}):
-        out += [VALIDATION_PNG.format(dataset=ds), VALIDATION_CSV.format(dataset=ds)]
+    out += [TABLE1_CSV, TABLE1_MD, f"{APPENDIX_B}.csv", f"{APPENDIX_B}.md"]
+    for label in sorted({training_label(m) for m in trained_models()}):
+        out += [VALIDATION_PNG.format(dataset=label), VALIDATION_CSV.format(dataset=label)]
     out += attribution_outputs()
     return out
 
@@ -383,10 +436,10 @@ PAPER_NUMBERS = str(Path(workflow.basedir) / "config" / "paper_numbers.yaml")
 def attribution_stats_entries():
     """(dataset, fraction, training file) for Table 3 and Figure 4."""
     a = attribution()
-    datasets = list(dict.fromkeys(d for fam in a["families"].values() for d in fam))
+    datasets = [d for d in dict.fromkeys(d for fam in a["families"].values() for d in fam) if d in source_datasets()]
     entries = [(d, 1.0, training_file(d)) for d in datasets]
     for ds, series in sweep_series().items():
-        entries += [(ds, f, model_training_file(m)) for f, m in series if f != 1.0]
+        entries += [(ds, f, model_training_file(m)) for f, m in series if f != 1.0 and ds in datasets]
     return entries
 
 
@@ -409,9 +462,10 @@ def attribution_outputs():
 
 # ------------------------------------------------------------------ rule inputs
 def train_inputs(wc):
-    ds = config["models"][wc.model]["train_on"]
-    inputs = {"train": model_training_file(wc.model), "dev": dataset_file(ds, "dev")}
-    if is_dcsr(wc.model):  # DCSR's sentence spans of the passages it trains on
+    ds = train_datasets(config["models"][wc.model])[0]
+    dev = MERGED_DEV.format(model=wc.model) if trains_on_several(wc.model) else dataset_file(ds, "dev")
+    inputs = {"train": model_training_file(wc.model), "dev": dev}
+    if is_dcsr(wc.model):  # DCSR's sentence spans of the passages it trains on (one corpus: dcsr.config checks it)
         inputs["sentences"] = SENTENCES.format(corpus=corpus_of(ds))
     return inputs
 

@@ -121,3 +121,54 @@ rule prepare_squad_dataset:
     shell:
         "python {params.script} {params.args} --articles {params.articles} --download-dir {params.download_dir}"
         " --train-out {output.train} --dev-out {output.dev} --test-out {output.test} 2> {log}"
+
+
+# A subset of another corpus (config: corpora.<name>.subset): its first N passages, or a
+# seeded random sample of an exact size, ids and order kept. Gold passages are not forced in
+# (the DCSR paper's 1/20 sample did not keep them). The source is streamed, never loaded.
+rule subset_corpus:
+    input:
+        lambda wc: corpus_tsv(config["corpora"][wc.corpus]["subset"]["of"]),
+    output:
+        CORPUS_TSV,
+    wildcard_constraints:
+        corpus=one_of(subset_corpora()),
+    log:
+        log_path("subset_corpus", "{corpus}"),
+    benchmark:
+        bench_path("subset_corpus", "{corpus}")
+    params:
+        script=f"{SCRIPTS}/subset_corpus.py",
+        how=lambda wc: subset_args(wc.corpus),
+    threads: 1
+    resources:
+        mem_mb=resources_for("subset_corpus", "mem_mb"),
+        runtime=resources_for("subset_corpus", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --corpus {input} {params.how} --output {output} 2> {log}"
+
+
+# A dataset's dev questions as a qas TSV, the test set of its variants with `questions: dev`.
+rule make_dev_questions:
+    input:
+        lambda wc: dataset_file(wc.dataset, "dev"),
+    output:
+        DEV_QUESTIONS,
+    wildcard_constraints:
+        dataset=one_of(dev_question_datasets()),
+    log:
+        log_path("make_dev_questions", "{corpus}/{dataset}"),
+    benchmark:
+        bench_path("make_dev_questions", "{corpus}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/make_dev_questions.py",
+    threads: 1
+    resources:
+        mem_mb=resources_for("make_dev_questions", "mem_mb"),
+        runtime=resources_for("make_dev_questions", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --dev {input} --output {output} 2> {log}"

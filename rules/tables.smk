@@ -40,7 +40,7 @@ rule make_table:
 
 rule make_table1:
     input:
-        train=lambda wc: [dataset_file(d, "train") for d in config["datasets"]],
+        train=lambda wc: [dataset_file(d, "train") for d in source_datasets()],
         paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
         csv=TABLE1_CSV,
@@ -54,8 +54,8 @@ rule make_table1:
         spec=lambda wc: shlex.quote(json.dumps(
             {
                 "rows": [
-                    {"label": d, "train": dataset_file(d, "train"), "paper_name": ds.get("paper_name")}
-                    for d, ds in config["datasets"].items()
+                    {"label": d, "train": dataset_file(d, "train"), "paper_name": dataset_cfg(d).get("paper_name")}
+                    for d in source_datasets()
                 ]
             }
         )),
@@ -70,12 +70,49 @@ rule make_table1:
         " --csv {output.csv} --md {output.md} 2> {log}"
 
 
+rule make_appendix_b:
+    input:
+        train=lambda wc: [dataset_file(d, "train") for d in source_datasets()],
+        dev=lambda wc: [dataset_file(d, "dev") for d in source_datasets()],
+        paper=PAPER_NUMBERS,
+    output:
+        csv=f"{APPENDIX_B}.csv",
+        md=f"{APPENDIX_B}.md",
+    log:
+        log_path("make_appendix_b", "appendix_b"),
+    benchmark:
+        bench_path("make_appendix_b", "appendix_b")
+    params:
+        script=f"{SCRIPTS}/make_appendix_b.py",
+        spec=lambda wc: shlex.quote(json.dumps(
+            {
+                "rows": [
+                    {"label": d, "train": dataset_file(d, "train"), "dev": dataset_file(d, "dev"),
+                     "match": match_type(d), "paper_name": dataset_cfg(d).get("paper_name")}
+                    for d in source_datasets()
+                ]
+            }
+        )),
+    threads: 1
+    resources:
+        mem_mb=resources_for("make_appendix_b", "mem_mb"),
+        runtime=resources_for("make_appendix_b", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --spec {params.spec} --paper {input.paper}"
+        " --csv {output.csv} --md {output.md} 2> {log}"
+
+
+# One figure per training set: a dataset, or several joined by '+' (a model trained on a list).
 rule plot_validation:
     input:
         lambda wc: [MODEL_DIR.format(model=m) for m in models_trained_on(wc.dataset)],
     output:
         png=VALIDATION_PNG,
         csv=VALIDATION_CSV,
+    wildcard_constraints:
+        dataset=one_of(sorted({training_label(m) for m in trained_models()})),
     log:
         log_path("plot_validation", "{dataset}"),
     benchmark:

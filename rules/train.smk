@@ -28,6 +28,34 @@ rule export_encoder:
         " --method {params.method} 2> {log}"
 
 
+# A model trained on a list of datasets (DCSR's Multi) trains on their training sets (BM25
+# negatives mined per dataset) and validates on their dev sets, each concatenated in list order.
+rule merge_training_sets:
+    input:
+        train=lambda wc: [training_file(d) for d in train_datasets(config["models"][wc.model])],
+        dev=lambda wc: [dataset_file(d, "dev") for d in train_datasets(config["models"][wc.model])],
+    output:
+        train=MERGED_TRAIN,
+        dev=MERGED_DEV,
+    wildcard_constraints:
+        model=one_of([m for m in trained_models() if trains_on_several(m)]),
+    log:
+        log_path("merge_training_sets", "{model}"),
+    benchmark:
+        bench_path("merge_training_sets", "{model}")
+    params:
+        script=f"{SCRIPTS}/merge_training_sets.py",
+    threads: 1
+    resources:
+        mem_mb=resources_for("merge_training_sets", "mem_mb"),
+        runtime=resources_for("merge_training_sets", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --train {input.train} --dev {input.dev} --train-out {output.train}"
+        " --dev-out {output.dev} 2> {log}"
+
+
 rule train_biencoder:
     input:
         unpack(train_inputs),

@@ -50,3 +50,76 @@ def test_cross_reference_errors_name_the_key(cfg, mutate, key):
     mutate(cfg)
     with pytest.raises(InputError, match=f"config: {key.replace('.', '[.]')}"):
         check_config(cfg)
+
+
+def _validate(cfg, repo):
+    from snakemake.utils import validate
+
+    validate(copy.deepcopy(cfg), str(repo / "config" / "schema.yaml"))
+
+
+@pytest.mark.parametrize(
+    "mutate, key, problem",
+    [
+        (lambda c: c["corpora"].update(sub={"subset": {"of": "nope", "first": 5}}), "corpora.sub.subset.of", "nope"),
+        (lambda c: c["corpora"].update(a={"subset": {"of": "b", "first": 5}}, b={"subset": {"of": "a", "fraction": 0.5}}),
+         "corpora.a.subset.of", "circle"),
+        (lambda c: c["datasets"].update(v={"corpus": "demo", "like": "nope"}), "datasets.v.like", "nope"),
+        (lambda c: c["datasets"].update(v={"corpus": "demo", "like": "v"}), "datasets.v.like", "circle"),
+        (lambda c: c["models"]["dpr"].update(train_on=["encyclopedia", "nq"]), "models.dpr.train_on.1", "nq"),
+        (lambda c: (c["datasets"]["trivia"].update(match="regex"),
+                    c["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia"]})),
+         "models.multi.train_on", "mixes answer matching"),
+        (lambda c: (c["datasets"].update(v={"corpus": "demo", "like": "chat", "match": "regex"}),
+                    c["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "v"]})),
+         "models.multi.train_on", "v: regex"),
+        (lambda c: (c["corpora"].update(half={"subset": {"of": "demo", "fraction": 0.5}}),
+                    c["datasets"].update(v={"corpus": "half", "like": "chat"}),
+                    c["models"].update(multi={"method": "dcsr", "init": "minilm", "train_on": ["encyclopedia", "v"]})),
+         "models.multi.train_on", "sentence table of one corpus"),
+        (lambda c: c["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia"],
+                                             "train_fraction": 0.5}), "models.multi.train_fraction", "single"),
+        (lambda c: c["models"]["dpr"].update(train_on=["encyclopedia", "trivia"]),
+         "attribution.families.DPR.encyclopedia", "several datasets"),
+    ],
+)
+def test_variant_and_multi_errors_name_the_key(cfg, repo, mutate, key, problem):
+    mutate(cfg)
+    _validate(cfg, repo)  # the schema accepts them: the cross-check finds the fault
+    with pytest.raises(InputError, match=f"config: {key.replace('.', '[.]')}: .*{problem}"):
+        check_config(cfg)
+
+
+def test_variants_inherit_match_paper_name_and_questions(cfg, repo):
+    from dcsr.config import dataset_match, dataset_questions, variant_root, variant_settings
+
+    cfg["datasets"]["trivia"].update(match="regex", paper_name="Trivia")
+    cfg["datasets"].update(v={"corpus": "demo", "like": "trivia", "questions": "dev"},
+                           w={"corpus": "demo", "like": "v", "paper_name": "Own"})
+    _validate(cfg, repo)
+    check_config(cfg)
+    assert variant_root(cfg, "w") == "trivia"
+    assert dataset_match(cfg, "w") == "regex" and dataset_questions(cfg, "w") == "dev"
+    assert dataset_questions(cfg, "trivia") == "test"
+    assert variant_settings(cfg) == {"v": {"match": "regex", "paper_name": "Trivia"},
+                                     "w": {"match": "regex", "paper_name": "Own"}}
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda c: c["corpora"].update(s={"subset": {"of": "demo", "first": 5, "fraction": 0.5}}),
+        lambda c: c["corpora"].update(s={"subset": {"of": "demo"}}),
+        lambda c: c["corpora"].update(s={"subset": {"of": "demo", "first": 5, "seed": 1}}),
+        lambda c: c["corpora"].update(s={"subset": {"of": "demo", "fraction": 1.5}}),
+        lambda c: c["datasets"].update(v={"corpus": "demo", "questions": "dev", "generated": "chat"}),
+        lambda c: c["datasets"].update(v={"corpus": "demo", "like": "chat", "generated": "chat"}),
+        lambda c: c["models"]["dpr"].update(train_on=[]),
+    ],
+)
+def test_schema_refuses_malformed_subsets_variants_and_lists(cfg, repo, mutate):
+    from snakemake.exceptions import WorkflowError
+
+    mutate(cfg)
+    with pytest.raises(WorkflowError):
+        _validate(cfg, repo)

@@ -195,3 +195,64 @@ def test_dcsr_table1_shares_give_table3_overlaps():
 def test_bad_parameters(kwargs, message):
     with pytest.raises(InputError, match=message):
         coverage_statistics_of(coverage_records(), **kwargs)
+
+
+# --------------------------------------------------------------------------- DCSR Appendix B
+
+
+def qa(q, answers, *positives):
+    return {"question": q, "answers": answers, "positive_ctxs": list(positives)}
+
+
+def appendix_b_example(tmp_path):
+    """Train positives: Paris (1), Rome (2), Oslo (3). Dev, by hand:
+    q1: its positive (Paris, id 9) has the answer; title in train, passage not.
+    q2: first positive (Rome, 2) has no answer; the first answer-bearing one (Bern, 4) is
+        neither in train, but the next (Oslo, 3) is both.
+    q3: no positive contains its answer: not counted.
+    -> questions 2; first: title 1, passage 0; any: title 2, passage 1."""
+    train = write(tmp_path, "train.json", [
+        qa("t1", ["a"], ctx("Paris", "a", "1")),
+        qa("t2", ["b"], ctx("Rome", "b", "2"), ctx("Oslo", "b c", "3")),
+    ])
+    dev = write(tmp_path, "dev.json", [
+        qa("q1", ["x"], ctx("Paris", "text with x", "9")),
+        qa("q2", ["y"], ctx("Rome", "nothing", "2"), ctx("Bern", "y here", "4"), ctx("Oslo", "y too", "3")),
+        qa("q3", ["z"], ctx("Rome", "no answer", "2")),
+    ])
+    return train, dev
+
+
+def test_appendix_b_counts_by_hand(tmp_path):
+    from dcsr.stats import dev_positives_in_train
+
+    s = dev_positives_in_train(*appendix_b_example(tmp_path))
+    assert s["dev_questions"] == 3 and s["questions"] == 2
+    assert (s["title_shared"], s["passage_shared"]) == (1, 0)
+    assert (s["title_shared_any"], s["passage_shared_any"]) == (2, 1)
+    assert s["title_shared_pct"] == 50.0 and s["passage_shared_pct"] == 0.0
+    assert s["title_shared_any_pct"] == 100.0 and s["passage_shared_any_pct"] == 50.0
+
+
+def test_appendix_b_regex_match_type(tmp_path):
+    from dcsr.stats import dev_positives_in_train
+
+    train = write(tmp_path, "train.json", [qa("t", ["a"], ctx("Paris", "a", "1"))])
+    dev = write(tmp_path, "dev.json", [qa("q", ["x+y"], ctx("Paris", "xxxy", "1"))])
+    assert dev_positives_in_train(train, dev, "string")["questions"] == 0
+    assert dev_positives_in_train(train, dev, "regex")["passage_shared"] == 1
+
+
+def test_appendix_b_table_has_the_paper_numbers_beside_ours(tmp_path, repo):
+    from dcsr.stats import dev_positives_in_train, write_appendix_b
+
+    s = dev_positives_in_train(*appendix_b_example(tmp_path))
+    csv_path, md_path = tmp_path / "b.csv", tmp_path / "b.md"
+    write_appendix_b([("squad", "SQuAD", s), ("demo", None, s)], repo / "config" / "paper_numbers.yaml", csv_path, md_path)
+    rows = {(r["row"], r["statistic"]): r for r in csv.DictReader(open(csv_path))}
+    assert rows[("squad", "questions")]["ours"] == "2" and rows[("squad", "questions")]["paper"] == "7921"
+    assert rows[("squad", "passage_shared_pct")]["paper"] == "88.03"
+    assert rows[("demo", "questions")]["paper"] == "" and rows[("squad", "title_shared_any")]["paper"] == ""
+    md = md_path.read_text()
+    assert "| squad (ours) | 2 | 1 (50.00%) | 0 (0.00%) | 2 (100.00%) | 1 (50.00%) |" in md
+    assert "| SQuAD (paper) | 7,921 | 7,624 (96.25%) | 6,973 (88.03%) | – | – |" in md

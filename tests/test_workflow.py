@@ -284,3 +284,67 @@ def test_multi_node_training_is_srun_torchrun_with_a_rendezvous(repo, tmp_path):
                   "--configfile", str(repo / "config" / "config.yaml"), str(over))
     assert r.returncode != 0
     assert "train.nodes of model dpr" in r.stdout + r.stderr
+
+
+def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
+    """An overlay on the default config with all four experiment-matrix features: a seeded half
+    of the corpus and the first 100 passages of that half (a subset of a subset); encyclopedia
+    over the half, trivia's dev questions as a test set, and those over the first 100; DPR and
+    DCSR trained on all three datasets at once; and the Appendix B table."""
+    over = {
+        "corpora": {"demo-half": {"subset": {"of": "demo", "fraction": 0.5, "seed": 7}},
+                    "demo-first": {"subset": {"of": "demo-half", "first": 100}}},
+        "datasets": {"encyclopedia-half": {"corpus": "demo-half", "like": "encyclopedia"},
+                     "trivia-dev": {"corpus": "demo", "like": "trivia", "questions": "dev"},
+                     "trivia-dev-first": {"corpus": "demo-first", "like": "trivia-dev"}},
+        "models": {"dpr-multi": {"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia", "chat"]},
+                   "dcsr-multi": {"method": "dcsr", "init": "minilm", "train_on": ["encyclopedia", "trivia", "chat"]}},
+        "tables": {"variants": {"title": "variants", "test_sets": ["encyclopedia-half", "trivia-dev", "trivia-dev-first"],
+                                "rows": [{"label": "BM25", "retriever": "bm25"},
+                                         {"label": "DPR Multi", "question": "dpr-multi", "passage": "dpr-multi"},
+                                         {"label": "DCSR Multi", "question": "dcsr-multi", "passage": "dcsr-multi"}]}},
+    }
+    (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
+    configs = (str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml"))
+    base = dry_run_job_counts(repo, tmp_path, configs[0])
+    counts = dry_run_job_counts(repo, tmp_path, *configs)
+    assert counts["subset_corpus"] == 2
+    assert counts["make_dev_questions"] == 1  # trivia's, shared by both of its dev variants
+    assert counts["merge_training_sets"] == 2
+    assert counts["train_biencoder"] == base["train_biencoder"] + 2
+    # variants are searched, never trained on: no extra mining, and Table 1 / Appendix B count each dataset once
+    assert counts["mine_bm25_negatives"] == base["mine_bm25_negatives"] == 3
+    assert counts["make_table1"] == counts["make_appendix_b"] == 1
+    # a BM25 index per corpus; BM25 on each new test set, and the two Multi models' corpus encodings
+    assert counts["index_bm25"] == 3 and counts["split_sentences"] == 3
+    assert counts["search_bm25"] == base["search_bm25"] + 3
+    shards = yaml.safe_load((repo / "config" / "config.yaml").read_text())["embed"]["shards"]
+    assert counts["embed_shard"] == base["embed_shard"] + 2 * 3 * shards
+    assert counts["merge_runs"] == base["merge_runs"] + 2 * 3
+    assert counts["plot_validation"] == base["plot_validation"] + 1  # the two Multi models share one figure
+
+    r = snakemake(repo, tmp_path, "-n", "-p", "--configfile", *configs)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    commands = [line for line in out.splitlines() if "workflow/scripts/" in line]
+
+    def command(script, *parts):
+        found = [c for c in commands if f"/{script}" in c and all(p in c for p in parts)]
+        assert len(found) == 1, (script, parts, found)
+        return found[0]
+
+    command("subset_corpus.py", "--corpus results/data/demo-half/psgs_w100.tsv --first 100",
+            "--output results/data/demo-first/psgs_w100.tsv")
+    command("subset_corpus.py", "--fraction 0.5 --seed 7", "--output results/data/demo-half/psgs_w100.tsv")
+    command("make_dev_questions.py", "--dev results/data/demo/trivia-dev.json --output results/data/demo/trivia-dev.qa.csv")
+    command("search_bm25.py", "--index results/bm25/demo-first/index --questions results/data/demo/trivia-dev.qa.csv")
+    command("search_bm25.py", "--index results/bm25/demo-half/index --questions results/data/demo/encyclopedia-test.qa.csv")
+    command("train_biencoder.py", "--train results/train/dcsr-multi/train.json --dev results/train/dcsr-multi/dev.json",
+            "--sentences results/sentences/demo/sentences.tsv")
+    merge = command("merge_training_sets.py", "dpr-multi")
+    assert ("--train results/bm25/negatives/encyclopedia-train.json results/bm25/negatives/trivia-train.json"
+            " results/bm25/negatives/chat-train.json --dev results/data/demo/encyclopedia-dev.json") in merge
+    for script in ("make_table1.py", "make_appendix_b.py"):
+        spec = json.loads(command(script).split("--spec '")[1].split("' --paper")[0])
+        assert [row["label"] for row in spec["rows"]] == ["encyclopedia", "trivia", "chat"]
+    assert "validation-encyclopedia+trivia+chat.png" in command("plot_validation.py", "dpr-multi", "dcsr-multi")

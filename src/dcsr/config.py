@@ -13,9 +13,69 @@ def _key(*parts) -> str:
     return "config: " + ".".join(str(p) for p in parts)
 
 
+def train_datasets(model: dict) -> list[str]:
+    """The datasets a model trains on: ``train_on`` as a list (empty for an untrained model)."""
+    on = model.get("train_on", [])
+    return [on] if isinstance(on, str) else list(on)
+
+
+def _follow(section: dict, name: str, key: str, sub: str | None, where) -> list[str]:
+    """The chain ``name``, its ``key`` (``corpora.<c>.subset.of``, ``datasets.<d>.like``), ...;
+    an undefined name or a cycle is an error naming ``where`` (the key of the first link)."""
+    chain = [name]
+    while True:
+        entry = section[chain[-1]]
+        link = (entry.get(sub) or {}).get(key) if sub else entry.get(key)
+        if link is None:
+            return chain
+        if link not in section:
+            raise InputError(where, f"names {link!r}, which is not defined ({', '.join(section)})")
+        if link in chain:
+            raise InputError(where, f"goes round in a circle: {' -> '.join(chain + [link])}")
+        chain.append(link)
+
+
+def variant_root(cfg: dict, dataset: str) -> str:
+    """The dataset whose question files a variant (``like``, possibly of a variant) uses."""
+    return _follow(cfg["datasets"], dataset, "like", None, _key("datasets", dataset, "like"))[-1]
+
+
+def _inherited(cfg: dict, dataset: str, key: str):
+    for d in _follow(cfg["datasets"], dataset, "like", None, _key("datasets", dataset, "like")):
+        if key in cfg["datasets"][d]:
+            return cfg["datasets"][d][key]
+    return None
+
+
+def dataset_match(cfg: dict, dataset: str) -> str:
+    """A dataset's answer matching: its own ``match``, else its ``like`` dataset's, else string."""
+    return _inherited(cfg, dataset, "match") or "string"
+
+
+def dataset_questions(cfg: dict, dataset: str) -> str:
+    """``test`` or ``dev``: whose questions a dataset's test set is (a variant inherits it)."""
+    return _inherited(cfg, dataset, "questions") or "test"
+
+
+def variant_settings(cfg: dict) -> dict[str, dict]:
+    """``{variant: {match, paper_name}}``: what a ``like`` dataset takes from the dataset it is
+    like, unless it gives it itself (a variant of NQ over a subset corpus is still NQ in a table)."""
+    out = {}
+    for name, ds in cfg["datasets"].items():
+        if "like" in ds:
+            inherited = {k: _inherited(cfg, name, k) for k in ("match", "paper_name")}
+            out[name] = {k: v for k, v in inherited.items() if v is not None}
+    return out
+
+
 def check_config(cfg: dict) -> None:
     corpora, datasets, models, encoders = cfg["corpora"], cfg["datasets"], cfg["models"], cfg["encoders"]
+    for name, c in corpora.items():
+        if "subset" in c:
+            _follow(corpora, name, "of", "subset", _key("corpora", name, "subset", "of"))
     for name, ds in datasets.items():
+        if "like" in ds:
+            variant_root(cfg, name)
         if ds["corpus"] not in corpora:
             raise InputError(_key("datasets", name, "corpus"), f"names corpus {ds['corpus']!r}, which is not under 'corpora' ({', '.join(corpora)})")
         if "generated" in ds and "generate" not in corpora[ds["corpus"]]:
@@ -31,8 +91,24 @@ def check_config(cfg: dict) -> None:
     for name, m in models.items():
         if m["init"] not in encoders:
             raise InputError(_key("models", name, "init"), f"names encoder {m['init']!r}, which is not under 'encoders' ({', '.join(encoders)})")
-        if "train_on" in m and m["train_on"] not in datasets:
-            raise InputError(_key("models", name, "train_on"), f"names dataset {m['train_on']!r}, which is not under 'datasets'")
+        on = train_datasets(m)
+        for i, ds in enumerate(on):
+            if ds not in datasets:
+                where = _key("models", name, "train_on", *([] if isinstance(m["train_on"], str) else [i]))
+                raise InputError(where, f"names dataset {ds!r}, which is not under 'datasets'")
+        if len(on) > 1:
+            # one training set, one answer matching: DCSR picks positive sentences with it
+            matches = {ds: dataset_match(cfg, ds) for ds in on}
+            if len(set(matches.values())) > 1:
+                raise InputError(_key("models", name, "train_on"), "mixes answer matching "
+                                 f"({', '.join(f'{d}: {t}' for d, t in matches.items())}); train on datasets of one match type")
+            corpora_of = {ds: datasets[ds]["corpus"] for ds in on}
+            if m["method"] == "dcsr" and len(set(corpora_of.values())) > 1:
+                raise InputError(_key("models", name, "train_on"), "DCSR reads the sentence table of one corpus, but "
+                                 f"these datasets are over several ({', '.join(f'{d}: {c}' for d, c in corpora_of.items())})")
+            if m.get("train_fraction", 1.0) != 1.0:
+                raise InputError(_key("models", name, "train_fraction"), "a fraction of a training set needs a single "
+                                 "train_on dataset, not a list")
     for tname, table in cfg["tables"].items():
         for i, ts in enumerate(table["test_sets"]):
             if ts not in datasets:
@@ -78,7 +154,10 @@ def check_attribution(cfg: dict) -> None:
             if model not in models:
                 raise InputError(where, f"names model {model!r}, which is not under 'models'")
             m = models[model]
-            if m.get("train_on") != ds:
+            if len(train_datasets(m)) > 1:
+                raise InputError(where, f"model {model!r} is trained on several datasets "
+                                        f"({', '.join(train_datasets(m))}); a family holds one in-domain model per dataset")
+            if train_datasets(m) != [ds]:
                 raise InputError(where, f"model {model!r} must be trained on {ds!r} (its train_on is "
                                         f"{m.get('train_on')!r}): a family holds one in-domain model per dataset")
             if m.get("train_fraction", 1.0) != 1.0:

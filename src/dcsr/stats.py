@@ -159,3 +159,103 @@ def coverage_statistics_of(records: Iterable[dict], alpha: float = 1.3, min_ques
 def coverage_statistics(train_json: str | os.PathLike, alpha: float = 1.3, min_questions: int = 2) -> dict:
     """:func:`coverage_statistics_of` the records of a DPR biencoder JSON, streamed."""
     return coverage_statistics_of(iter_biencoder(train_json, require_positive=False), alpha, min_questions)
+
+
+# --------------------------------------------------------------------------- DCSR Appendix B
+
+
+APPENDIX_B = "dcsr_appendix_b"
+APPENDIX_B_STATISTICS = ("questions", "title_shared", "title_shared_pct", "passage_shared", "passage_shared_pct",
+                         "title_shared_any", "title_shared_any_pct", "passage_shared_any", "passage_shared_any_pct",
+                         "dev_questions")
+
+
+def dev_positives_in_train(train_json: str | os.PathLike, dev_json: str | os.PathLike,
+                           match_type: str = "string") -> dict:
+    """DCSR's Appendix B: how many dev questions' positive passages are positives of training
+    questions too ("Of all 7921 questions that have at least one positive passage containing the
+    answer in SQuAD-dev, 7624 (96.25%) of these passages' titles could be found in the positive
+    passages of SQuAD-train ... 6973 (88.03%) of these passages are shared").
+
+    - ``questions``: dev questions with at least one positive context that contains an answer
+      (DPR's ``has_answer`` on the text, ``match_type`` as the dataset's);
+    - ``title_shared`` / ``passage_shared``: of those, the questions whose *first* answer-bearing
+      positive has its title among the titles of all training positives / is itself a training
+      positive (by ``passage_id``, else by title and text). The paper says "these passages", one
+      per question; we take the one DPR would train on, the first;
+    - ``title_shared_any`` / ``passage_shared_any``: the same with *any* answer-bearing positive
+      (the other reading of the paper), never below the first-positive counts;
+    - ``*_pct``: percent of ``questions`` (NaN without questions); ``dev_questions``: all records.
+
+    The training file is streamed once (its positives' titles and ids kept as sets), the dev file once.
+    """
+    from .answers import PassageMatcher
+
+    train_titles: set[str] = set()
+    train_passages: set[tuple] = set()
+    for rec in iter_biencoder(train_json, require_positive=False):
+        for ctx in rec["positive_ctxs"]:
+            train_titles.add(ctx["title"])
+            train_passages.add(_gold_key(ctx))
+    matcher = PassageMatcher(match_type)
+    out = {k: 0 for k in APPENDIX_B_STATISTICS if not k.endswith("_pct")}
+    for rec in iter_biencoder(dev_json, require_positive=False):
+        out["dev_questions"] += 1
+        with_answer = [c for c in rec["positive_ctxs"] if matcher.match(rec["answers"], matcher.prepare(c["text"]))]
+        if not with_answer:
+            continue
+        out["questions"] += 1
+        out["title_shared"] += with_answer[0]["title"] in train_titles
+        out["passage_shared"] += _gold_key(with_answer[0]) in train_passages
+        out["title_shared_any"] += any(c["title"] in train_titles for c in with_answer)
+        out["passage_shared_any"] += any(_gold_key(c) in train_passages for c in with_answer)
+    for k in ("title_shared", "passage_shared", "title_shared_any", "passage_shared_any"):
+        out[f"{k}_pct"] = 100.0 * out[k] / out["questions"] if out["questions"] else float("nan")
+    return out
+
+
+def write_appendix_b(rows: Sequence[tuple[str, str | None, dict]], paper_numbers_path: str | os.PathLike,
+                     csv_path: str | os.PathLike, md_path: str | os.PathLike) -> None:
+    """Write the Appendix B statistic of every dataset as CSV (long: row, paper dataset,
+    statistic, ours, paper, paper source) and Markdown, the paper's numbers (``dcsr_appendix_b``
+    of ``paper_numbers_path``, by the dataset's paper name) beside ours.
+
+    ``rows`` are ``(label, paper dataset name or None, stats)`` with ``stats`` from
+    :func:`dev_positives_in_train`.
+    """
+    paper = load_paper_numbers(paper_numbers_path).get(APPENDIX_B, {})
+    source = paper.get("source", APPENDIX_B)
+    paper_rows = paper.get("rows", {})
+    with atomic_open(csv_path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["row", "paper_dataset", "statistic", "ours", "paper", "paper_source"])
+        for label, name, stats in rows:
+            pr = paper_rows.get(name) if name else None
+            for s in APPENDIX_B_STATISTICS:
+                pv = pr.get(s) if pr else None
+                w.writerow([label, name or "", s, stats[s], "" if pv is None else pv, source if pv is not None else ""])
+
+    def count(values: dict, k: str) -> str:
+        if values.get(k) is None:
+            return "–"
+        pct = values.get(f"{k}_pct")
+        return f"{int(values[k]):,}" + ("" if pct is None or pct != pct else f" ({pct:.2f}%)")
+
+    head = ["Dev set", "Questions", "Title in train (first)", "Passage in train (first)", "Title in train (any)",
+            "Passage in train (any)"]
+    lines = ["# Dev positives that are training positives too (DCSR paper, Appendix B)", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    cols = ("title_shared", "passage_shared", "title_shared_any", "passage_shared_any")
+    for label, name, stats in rows:
+        lines.append("| " + " | ".join([f"{label} (ours)", count(stats, "questions")] + [count(stats, k) for k in cols]) + " |")
+        pr = paper_rows.get(name) if name else None
+        if pr:
+            lines.append("| " + " | ".join([f"{name} (paper)", count(pr, "questions")] + [count(pr, k) for k in cols]) + " |")
+    lines += ["", "Questions: dev questions with at least one positive passage that contains an answer (DPR's "
+              "answer matching). Title / passage in train: of those, the questions whose answer-bearing positive "
+              "has its title among the titles of the training set's positive passages / is one of them (by "
+              "passage_id). (first): the question's first such positive, the one DPR trains on; (any): any of them. "
+              "The paper does not say which; its numbers are shown under (first).",
+              f"Rows marked (paper): {source}."]
+    with atomic_open(md_path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
