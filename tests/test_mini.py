@@ -183,6 +183,10 @@ def test_split_by_entity_keeps_entities_whole_and_caps_each_split():
     # Fewer questions than asked for: every split shrinks in proportion, none is left empty.
     few = split_by_entity(qs[:12], {"train": 100, "dev": 25, "test": 50}, random.Random(1))
     assert all(few[s] for s in few) and sum(map(len, few.values())) <= 12
+    # Even when no entity fits a split's share.
+    big = [DemoQuestion(f"q{e}-{i}", ("a",), e, i, e, "r") for e in range(4) for i in range(5)]
+    out = split_by_entity(big, {"train": 100, "dev": 2, "test": 2}, random.Random(1))
+    assert [len(out[s]) for s in ("train", "dev", "test")] == [10, 5, 5]
 
 
 def test_squad_json_is_read_by_the_project_and_matches_the_corpus_and_test_set(mini):

@@ -144,7 +144,8 @@ def split_by_entity(questions: Sequence[DemoQuestion], sizes: Mapping[str, int],
                     rng: random.Random) -> dict[str, list[DemoQuestion]]:
     """Up to ``sizes[split]`` questions per split, whole entities at a time (so a passage's
     several questions stay together, and no dev/test entity is seen in training). When the
-    domain has fewer questions than asked for, every split shrinks in proportion."""
+    domain has fewer questions than asked for, every split shrinks in proportion; each split
+    gets at least one entity."""
     by_entity: dict[int, list[DemoQuestion]] = defaultdict(list)
     for q in questions:
         by_entity[q.entity].append(q)
@@ -154,9 +155,13 @@ def split_by_entity(questions: Sequence[DemoQuestion], sizes: Mapping[str, int],
     order = sorted(by_entity)
     rng.shuffle(order)
     out: dict[str, list[DemoQuestion]] = {s: [] for s in SPLITS}
+    fill = ("test", "dev", "train")
     for ent in order:
         group = sorted(by_entity[ent], key=lambda q: (q.passage_id, q.sentence, q.question))
-        split = next((s for s in ("test", "dev", "train") if len(out[s]) + len(group) <= want[s]), None)
+        # Every split gets one entity first, even one above its cap: an empty dev or test
+        # file would stop the pipeline that the miniature set is for.
+        split = next((s for s in fill if not out[s]), None) or next(
+            (s for s in fill if len(out[s]) + len(group) <= want[s]), None)
         if split is not None:
             out[split].extend(group)
     for split in SPLITS:
