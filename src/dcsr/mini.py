@@ -50,6 +50,8 @@ from typing import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from .answers import PassageMatcher, tokens
+from .bm25 import B as BM25_B
+from .bm25 import K1 as BM25_K1
 from .download import file_sha256
 from .errors import InputError
 from .formats import QA, Passage, write_biencoder, write_corpus, write_qas
@@ -66,8 +68,6 @@ MANIFEST = "MANIFEST.json"
 CORPUS_FILE = "psgs_w100.tsv.gz"
 SQUAD_TRAIN_FILE, SQUAD_DEV_FILE = "train-v1.1.json", "dev-v1.1.json"
 NQ_ADV_HN_FILE = "biencoder-nq-adv-hn-train.json.gz"
-# BM25 as Anserini's defaults, which DPR's and our BM25 runs use.
-BM25_K1, BM25_B = 0.9, 0.4
 
 
 @dataclass(frozen=True)
