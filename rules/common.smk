@@ -10,7 +10,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
-from dcsr.config import check_config, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
+from dcsr.config import check_config, corpus_shards, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.resources import download_settings, resource_files, resource_of_file, resource_url  # noqa: E402
 from dcsr.tables import table_cells  # noqa: E402
@@ -336,8 +336,9 @@ def resources_for(rule_name, key, default=None):
     return res.get(key, default)
 
 
-def shards():
-    return range(int(config["embed"]["shards"]))
+def shards(corpus):
+    """Shard numbers of a corpus's embeddings, indexes and searches."""
+    return range(corpus_shards(config, corpus))
 
 
 def match_type(dataset):
@@ -540,7 +541,7 @@ def merge_inputs(wc):
             "pair of the config: add it to a table's rows (config key tables) to have it searched"
         )
     return {
-        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards()],
+        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
         "questions": dataset_file(wc.dataset, "test"),
         "corpus": corpus_tsv(wc.corpus),
     }

@@ -18,7 +18,7 @@ rule embed_shard:
         bench_path("embed_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/embed_shard.py",
-        shards=config["embed"]["shards"],
+        shards=lambda wc: len(shards(wc.corpus)),
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"].get("fp16") else "",
         sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.pmodel) else "",

@@ -40,7 +40,7 @@ def test_wrong_type_is_reported_with_its_key(cfg, repo):
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"encyclopedia": "nope"}, passage={"encyclopedia": "dpr"}),
          "tables.dpr_dcsr.rows.3.question.encyclopedia"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"trivia": "dpr"}, passage={"trivia": "dpr"}),
-         "tables.dpr_dcsr.rows.3.question.trivia"),
+         "tables.dpr_dcsr.rows.3.question"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"encyclopedia": "dpr"}), "tables.dpr_dcsr.rows.3"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(datasets={"encyclopedia": "nope"}),
          "tables.dpr_dcsr.rows.3.datasets.encyclopedia"),
@@ -123,3 +123,25 @@ def test_schema_refuses_malformed_subsets_variants_and_lists(cfg, repo, mutate):
     mutate(cfg)
     with pytest.raises(WorkflowError):
         _validate(cfg, repo)
+
+
+def test_shards_follow_the_corpus_size_where_the_config_knows_it():
+    from dcsr.config import corpus_shards, corpus_size
+
+    cfg = {
+        "corpora": {
+            "wiki": {"path": "psgs_w100.tsv.gz", "passages": 21015324},
+            "sample": {"subset": {"of": "wiki", "fraction": 0.05, "seed": 1}},
+            "first": {"subset": {"of": "wiki", "first": 100000}},
+            "first-of-sample": {"subset": {"of": "sample", "first": 2000000}},
+            "unknown": {"path": "other.tsv"},
+            "unknown-sample": {"subset": {"of": "unknown", "fraction": 0.5}},
+        },
+        "embed": {"shards": 7, "passages_per_shard": 500000},
+    }
+    assert corpus_size(cfg, "sample") == 1050766  # 0.05 x 21,015,324 = 1,050,766.2
+    assert corpus_size(cfg, "first-of-sample") == 1050766  # capped by its parent
+    assert corpus_size(cfg, "unknown-sample") is None
+    assert [corpus_shards(cfg, c) for c in cfg["corpora"]] == [43, 3, 1, 3, 7, 7]
+    del cfg["embed"]["passages_per_shard"]
+    assert corpus_shards(cfg, "wiki") == 7

@@ -114,9 +114,9 @@ def check_config(cfg: dict) -> None:
             if ts not in datasets:
                 raise InputError(_key("tables", tname, "test_sets", i), f"names dataset {ts!r}, which is not under 'datasets'")
         for i, row in enumerate(table["rows"]):
+            # a per-column mapping may name columns the table lacks (one YAML anchor serves
+            # several tables), but must fill at least one of them
             for col, ds in row.get("datasets", {}).items():
-                if col not in table["test_sets"]:
-                    raise InputError(_key("tables", tname, "rows", i, "datasets", col), f"{col!r} is not one of the table's test_sets")
                 if ds not in datasets:
                     raise InputError(_key("tables", tname, "rows", i, "datasets", col), f"names dataset {ds!r}, which is not under 'datasets'")
             if row.get("retriever") == "bm25":
@@ -125,10 +125,11 @@ def check_config(cfg: dict) -> None:
                 if side not in row:
                     raise InputError(_key("tables", tname, "rows", i), f"needs 'retriever: bm25' or both 'question' and 'passage' (missing {side!r})")
                 per_column = row[side] if isinstance(row[side], dict) else {None: row[side]}
+                if None not in per_column and not set(per_column) & set(table["test_sets"]):
+                    raise InputError(_key("tables", tname, "rows", i, side), "maps none of the table's test_sets "
+                                                                              f"({', '.join(table['test_sets'])})")
                 for col, model in per_column.items():
                     where = _key("tables", tname, "rows", i, side) + (f".{col}" if col is not None else "")
-                    if col is not None and col not in table["test_sets"]:
-                        raise InputError(where, f"{col!r} is not one of the table's test_sets")
                     if model not in models:
                         raise InputError(where, f"names model {model!r}, which is not under 'models'")
             q, p = row["question"], row["passage"]
@@ -215,3 +216,33 @@ def sweep_models(cfg: dict) -> dict[str, dict]:
                 raise InputError(_key("models", name), f"is also the name of the sweep's {f:g} sample of {base!r}")
             out[name] = model
     return out
+
+
+def corpus_size(cfg: dict, corpus: str) -> int | None:
+    """Passages of ``corpus`` as the config knows them before any data exists: its
+    ``passages`` (a size stated for a downloaded corpus), a subset's ``first`` (capped by its
+    parent's size) or its ``fraction`` of the parent (rounded as the sample is drawn). None
+    when the config cannot tell."""
+    from .attribution import sample_size
+
+    c = cfg["corpora"][corpus]
+    if "passages" in c:
+        return int(c["passages"])
+    sub = c.get("subset")
+    if not sub:
+        return None
+    parent = corpus_size(cfg, sub["of"])
+    if "first" in sub:
+        return int(sub["first"]) if parent is None else min(int(sub["first"]), parent)
+    return None if parent is None else sample_size(parent, float(sub["fraction"]))
+
+
+def corpus_shards(cfg: dict, corpus: str) -> int:
+    """Embedding/index/search shards of ``corpus``: enough shards of at most
+    ``embed.passages_per_shard`` passages (the memory budget of one shard job) when the corpus
+    size is known, else ``embed.shards``."""
+    per_shard = cfg["embed"].get("passages_per_shard")
+    size = corpus_size(cfg, corpus)
+    if per_shard and size:
+        return max(1, -(-size // int(per_shard)))
+    return int(cfg["embed"]["shards"])
