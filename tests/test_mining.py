@@ -200,3 +200,91 @@ def test_script_writes_what_the_library_writes(world, tmp_path, repo):
     mine_dense_negatives(world["dcsr"], world["train"], world["corpus"], world["dcsr-shards"], tmp_path / "l.json",
                          n_negatives=2, depth=15, use_gpu=False, device="cpu", progress=False)
     assert (tmp_path / "s.json").read_bytes() == (tmp_path / "l.json").read_bytes()
+
+
+# ---------------------------------------------------------------------- config and DAG
+
+
+@pytest.fixture()
+def cfg(repo):
+    import yaml
+
+    return yaml.safe_load((repo / "config" / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("model, key, problem", [
+    ({"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "nope"},
+     "models.hard.negatives_from", "names model 'nope'"),
+    ({"method": "dcsr", "init": "minilm", "negatives_from": "dcsr"}, "models.hard.negatives_from", "only a trained model"),
+    ({"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "hard"},
+     "models.hard.negatives_from", "a cycle"),
+    ({"method": "dpr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "dcsr", "train_fraction": 0.5},
+     "models.hard.negatives_from", "fraction"),
+])
+def test_negatives_from_errors_name_the_key(cfg, model, key, problem):
+    from dcsr.config import check_config
+
+    cfg["models"]["hard"] = model
+    with pytest.raises(InputError, match=f"config: {key.replace('.', '[.]')}: .*{problem}"):
+        check_config(cfg)
+
+
+def test_a_miner_trained_on_its_own_pupils_negatives_is_a_cycle(cfg):
+    from dcsr.config import check_config
+
+    cfg["models"]["dcsr-hard"] = {"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "dcsr"}
+    check_config(cfg)  # a second round: fine
+    cfg["models"]["dcsr"]["negatives_from"] = "dcsr-hard"
+    with pytest.raises(InputError, match="config: models[.]dcsr[.]negatives_from: dcsr -> dcsr-hard -> dcsr"):
+        check_config(cfg)
+
+
+def test_schema_accepts_mining_and_rejects_unknown_keys(cfg, repo):
+    import copy
+
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    cfg["models"]["dcsr-hard"] = {"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "dcsr"}
+    cfg["mining"] = {"depth": 50, "negatives": 5}
+    validate(copy.deepcopy(cfg), str(repo / "config" / "schema.yaml"))
+    cfg["mining"]["deep"] = 3
+    with pytest.raises(WorkflowError, match="deep"):
+        validate(cfg, str(repo / "config" / "schema.yaml"))
+
+
+def test_second_round_model_trains_on_its_miners_negatives_in_the_dag(repo, tmp_path):
+    """Dry run of a second-round DCSR (negatives mined by the default's DCSR) and a DPR mined
+    by a model that no table or attribution pair searches: each trains on its miner's file,
+    and mining builds the miner's shard indexes without any search job."""
+    import yaml
+    from test_workflow import snakemake
+
+    over = {"results": str(tmp_path / "results"), "mining": {"depth": 50, "negatives": 5},
+            "embed": {"shards": 2, "batch_size": 8},
+            "models": {"dcsr-hard": {"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "dcsr"},
+                       "miner": {"method": "dpr", "init": "minilm", "train_on": "trivia"},
+                       "dpr-hard": {"method": "dpr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "miner"}}}
+    (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
+    configs = ["--configfile", str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml")]
+    r = snakemake(repo, tmp_path, "-n", "-p", *configs)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    jobs = {}
+    for block in out.split("\nrule ")[1:]:
+        wildcards = next((line.split(":", 1)[1].strip() for line in block.splitlines() if "wildcards:" in line), "")
+        jobs[(block.split(":", 1)[0], wildcards)] = block
+    mine = jobs[("mine_dense_negatives", "model=dcsr, dataset=encyclopedia")]
+    assert f"{tmp_path}/results/index/demo/dcsr/shard-1.faiss" in mine and "shard-1.sents.npy" in mine
+    assert "--negatives 5 --depth 50" in mine
+    train = jobs[("train_biencoder", "model=dcsr-hard")]
+    assert f"--train {tmp_path}/results/negatives/dcsr/encyclopedia-train.json" in train
+    assert f"--train {tmp_path}/results/negatives/miner/encyclopedia-train.json" in jobs[("train_biencoder", "model=dpr-hard")]
+    # the unsearched miner: embedded and indexed for mining alone
+    r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr-hard"), "-n", "--quiet", "rules", *configs)
+    counts = {p[0]: int(p[1]) for p in (line.split() for line in (r.stdout + r.stderr).splitlines())
+              if len(p) == 2 and p[1].isdigit()}
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert counts["mine_dense_negatives"] == 1 and counts["index_shard"] == 2 and counts["embed_shard"] == 2
+    assert "search_shard" not in counts and "embed_questions" not in counts
+    assert counts["train_biencoder"] == 2  # the miner, then the second round
