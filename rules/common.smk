@@ -67,6 +67,8 @@ SENTENCES = f"{R}/sentences/{{corpus}}/sentences.tsv"
 SENTENCE_STATS = f"{R}/sentences/{{corpus}}/stats.json"
 BM25_INDEX = f"{R}/bm25/{{corpus}}/index"
 MINED_TRAIN = f"{R}/bm25/negatives/{{dataset}}-train.json"
+# a training set with the hard negatives a dense model (the miner, {model}) retrieves
+DENSE_NEGATIVES = f"{R}/negatives/{{model}}/{{dataset}}-train.json"
 SAMPLED_TRAIN = f"{R}/samples/{{dataset}}/train-{{percent}}pct.json"
 # the concatenated training and dev sets of a model trained on a list of datasets (DCSR's Multi)
 MERGED_TRAIN = f"{R}/train/{{model}}/train.json"
@@ -210,6 +212,8 @@ def model_training_file(model):
     ds = train_datasets(config["models"][model])[0]
     if train_fraction(model) < 1.0:
         return SAMPLED_TRAIN.format(dataset=ds, percent=percent_label(train_fraction(model)))
+    if "negatives_from" in config["models"][model]:  # a second round: a checkpoint's own hard negatives
+        return DENSE_NEGATIVES.format(model=config["models"][model]["negatives_from"], dataset=ds)
     return training_file(ds)
 
 
@@ -549,6 +553,36 @@ def merge_inputs(wc):
 
 def merge_hit_files(wc, input):
     return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(**wc))) for d in input.hits)
+
+
+def negatives_miners():
+    """The models whose hard negatives some model trains on (models.<m>.negatives_from)."""
+    return sorted({mc["negatives_from"] for mc in config["models"].values() if "negatives_from" in mc})
+
+
+def mining_setting(key, default):
+    return config.get("mining", {}).get(key, default)
+
+
+def mine_dense_inputs(wc):
+    """The miner and its own shard indexes of the dataset's corpus (built for mining alone when no
+    table or attribution pair searches them), and the dataset's training set."""
+    corpus = corpus_of(wc.dataset)
+    inputs = {
+        "model": MODEL_DIR.format(model=wc.model),
+        "train": dataset_file(wc.dataset, "train"),
+        "corpus": corpus_tsv(corpus),
+    }
+    for key, pattern in (("indexes", SHARD_INDEX), ("ids", SHARD_IDS), ("sentence_numbers", SHARD_SENTENCE_NUMBERS)):
+        inputs[key] = [pattern.format(corpus=corpus, pmodel=wc.model, shard=i) for i in shards(corpus)]
+    return inputs
+
+
+def mine_shard_args(wc, input):
+    return " ".join(
+        f"--shard {shlex.quote(i)} {shlex.quote(d)} {shlex.quote(n)}"
+        for i, d, n in zip(input.indexes, input.ids, input.sentence_numbers)
+    )
 
 
 def sentence_depth_args(wc, input):

@@ -232,6 +232,40 @@ def test_bm25_2_uses_two_passages(tok):
     assert builder.counts["missing_negatives"] == 1
 
 
+@pytest.mark.parametrize("sampling", ["bm25_1", "bm25_2", "inpassage_bm25"])
+def test_mined_sentence_is_the_negative(tok, sampling):
+    """DCSR-hard: a negative context that names its sentence (a DCSR miner's hit) gives that
+    sentence, whatever the seed; without the field the sentence is random."""
+    rome = _ctx("Rome", "Rome is big. Rome is old. Rome is far.", 11)
+    rec = {**REC_A, "hard_negative_ctxs": [{**rome, "sentence": 2}]}
+    builder = _builder(tok, sampling)
+    drawn = {_sentence_texts(builder.sample(rec, random.Random(seed)))[1][0] for seed in range(20)}
+    assert drawn == {"Rome is far."}
+    rec0 = {**REC_A, "hard_negative_ctxs": [{**rome, "sentence": 0}]}  # sentence 0 is a sentence too
+    assert {_sentence_texts(builder.sample(rec0, random.Random(seed)))[1][0] for seed in range(20)} == {"Rome is big."}
+    plain = {**REC_A, "hard_negative_ctxs": [rome]}
+    drawn = {_sentence_texts(builder.sample(plain, random.Random(seed)))[1][0] for seed in range(30)}
+    assert drawn == {"Rome is big.", "Rome is old.", "Rome is far."}
+    assert builder.counts["mined_sentence_unusable"] == 0
+
+
+def test_mined_sentence_beyond_the_cap_falls_back_to_random(tok):
+    rome = _ctx("Rome", "Rome is big. Rome is old. Rome is far.", 11)
+    builder = _builder(tok, "bm25_1", max_sentences=2)
+    rec = {**REC_A, "hard_negative_ctxs": [{**rome, "sentence": 2}]}  # only sentences 0, 1 get a marker
+    drawn = {_sentence_texts(builder.sample(rec, random.Random(seed)))[1][0] for seed in range(30)}
+    assert drawn == {"Rome is big.", "Rome is old."}
+    assert builder.counts["mined_sentence_unusable"] == 30
+
+
+def test_mined_sentence_survives_the_biencoder_reader(tmp_path):
+    from dcsr.formats import read_biencoder, write_biencoder
+
+    rec = {**REC_A, "hard_negative_ctxs": [{**REC_A["hard_negative_ctxs"][0], "sentence": 1, "score": 3.5}]}
+    write_biencoder(tmp_path / "t.json", [rec])
+    assert read_biencoder(tmp_path / "t.json")[0]["hard_negative_ctxs"][0]["sentence"] == 1
+
+
 def test_bad_sampling_setting(tok):
     from dcsr.errors import InputError
 

@@ -27,17 +27,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from bisect import insort
 from collections import deque
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from .answers import PassageMatcher
 from .errors import InputError
 from .formats import iter_biencoder, iter_json_array, iter_passages, write_biencoder
 from .fsutil import atomic_path
+from .mining import select_negatives
 from .runs import read_trec
 
 log = logging.getLogger(__name__)
@@ -391,62 +390,9 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
                       k=depth, threads=threads, k1=k1, b=b, memory=memory)
         pids, scores = _read_run_arrays(run_path, nq, depth)
 
-    # One pass over the corpus. For every question keep the ranks of (at most n_negatives)
-    # acceptable hits found so far; a passage's text is held while some question selects it.
-    flat = pids.ravel()
-    valid = np.flatnonzero(flat >= 0)
-    order = valid[np.argsort(flat[valid], kind="stable")]
-    sorted_pids = flat[order]
-    uniq, starts = np.unique(sorted_pids, return_index=True)
-    ends = np.append(starts[1:], len(sorted_pids))
-    selected: list[list[int]] = [[] for _ in range(nq)]  # ranks (0-based), ascending
-    texts: dict[int, tuple[str, str]] = {}
-    refs: dict[int, int] = {}
-    checked = 0
-    batch: list = []
-    matcher = PassageMatcher(match_type)
-
-    def process(batch) -> None:
-        nonlocal checked
-        ids = np.fromiter((p.id for p in batch), dtype=np.int64, count=len(batch))
-        pos = np.searchsorted(uniq, ids)
-        pos[pos >= len(uniq)] = 0
-        hit = np.flatnonzero(uniq[pos] == ids) if len(uniq) else []
-        for i in hit:
-            p = batch[i]
-            j = pos[i]
-            prepared = None  # the passage tokenized once, for all questions that retrieved it
-            for f in order[starts[j]:ends[j]]:
-                q, rank = divmod(int(f), depth)
-                sel = selected[q]
-                if len(sel) >= n_negatives and rank > sel[-1]:
-                    continue  # cannot enter this question's selection
-                if p.id in positive_ids[q] or p.text.strip() in positive_texts[q]:
-                    continue
-                checked += 1
-                if prepared is None:
-                    prepared = matcher.prepare(p.text)
-                if matcher.match(answers[q], prepared):
-                    continue
-                insort(sel, rank)
-                texts[p.id] = (p.title, p.text)
-                refs[p.id] = refs.get(p.id, 0) + 1
-                if len(sel) > n_negatives:
-                    dropped = int(pids[q, sel.pop()])
-                    refs[dropped] -= 1
-                    if refs[dropped] == 0:
-                        del refs[dropped], texts[dropped]
-
-    n_corpus = 0
-    for p in iter_passages(corpus_tsv):
-        batch.append(p)
-        n_corpus += 1
-        if len(batch) >= 65536:
-            process(batch)
-            batch = []
-    if batch:
-        process(batch)
-    log.info("streamed %d corpus passages; checked %d (question, passage) pairs for answers", n_corpus, checked)
+    # One pass over the corpus, holding only the texts of currently selected passages.
+    selected, texts, _checked = select_negatives(pids, corpus_tsv, answers, positive_ids, positive_texts,
+                                                 n_negatives, match_type, mine=mine)
 
     # Pass 2: write every record with its new hard negatives.
     n_with, n_total = 0, 0

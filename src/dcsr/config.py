@@ -109,6 +109,8 @@ def check_config(cfg: dict) -> None:
             if m.get("train_fraction", 1.0) != 1.0:
                 raise InputError(_key("models", name, "train_fraction"), "a fraction of a training set needs a single "
                                  "train_on dataset, not a list")
+        if "negatives_from" in m:
+            check_negatives_from(models, name)
     for tname, table in cfg["tables"].items():
         for i, ts in enumerate(table["test_sets"]):
             if ts not in datasets:
@@ -138,6 +140,27 @@ def check_config(cfg: dict) -> None:
                                                                     "or both map the same test sets to models")
     if "attribution" in cfg:
         check_attribution(cfg)
+
+
+def check_negatives_from(models: dict, name: str) -> None:
+    """``models.<name>.negatives_from``: a model of the config, not trained (in turn) on
+    negatives that ``name`` itself mined."""
+    where, miner = _key("models", name, "negatives_from"), models[name]["negatives_from"]
+    if "train_on" not in models[name]:
+        raise InputError(where, "only a trained model (with train_on) trains on mined negatives")
+    if miner not in models:
+        raise InputError(where, f"names model {miner!r}, which is not under 'models'")
+    if models[name].get("train_fraction", 1.0) != 1.0:
+        raise InputError(where, "a model trained on a fraction of its training set cannot also train on mined negatives")
+    if not isinstance(models[name]["train_on"], str):
+        raise InputError(where, "mined negatives are for a model trained on one dataset (train_on is a list)")
+    chain, current = [name], miner
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = models.get(current, {}).get("negatives_from")
+    if current == name:
+        raise InputError(where, f"{' -> '.join(chain + [name])}: the miner trains on negatives that "
+                                f"{name!r} mines (a cycle)")
 
 
 def check_attribution(cfg: dict) -> None:
@@ -178,6 +201,10 @@ def check_attribution(cfg: dict) -> None:
         fam = sweep["family"]
         if fam not in a["families"]:
             raise InputError(_key("attribution", "sweep", "family"), f"{fam!r} is not under attribution.families")
+        for ds in sweep["datasets"]:
+            if "negatives_from" in models.get(a["families"][fam].get(ds), {}):
+                raise InputError(_key("attribution", "sweep", "family"), f"the model of {ds!r} in {fam!r} trains on "
+                                 "mined negatives (negatives_from); the sweep samples the BM25 training set")
         for i, ds in enumerate(sweep["datasets"]):
             if ds not in a["families"][fam]:
                 raise InputError(_key("attribution", "sweep", "datasets", i), f"{ds!r} has no model in family {fam!r}")

@@ -185,7 +185,8 @@ def _check_ctx(ctx: object, where: str, key: str, i: int) -> dict:
     out = {"title": ctx["title"], "text": ctx["text"]}
     if pid is not None:
         out["passage_id"] = str(pid)
-    for extra in ("score", "title_score", "has_answer"):
+    # sentence: the sentence-specific negative of a DCSR miner (dcsr.mining)
+    for extra in ("score", "title_score", "has_answer", "sentence"):
         if extra in ctx:
             out[extra] = ctx[extra]
     return out

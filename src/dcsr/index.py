@@ -98,10 +98,14 @@ def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
     return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size) for queries_npy, out_npz in searches]
 
 
-def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int) -> dict:
-    q = np.ascontiguousarray(np.load(queries_npy), dtype=np.float32)
+def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int = 4096,
+                 where: str = "queries") -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of every query ``q [Q, d]`` in one loaded shard index: ``(scores [Q, k] float32,
+    ids [Q, k] int64)``, ``ids`` mapping the index's rows (-1 and -inf where the shard has
+    fewer than ``k`` vectors). ``where`` names the queries in errors."""
+    q = np.ascontiguousarray(q, dtype=np.float32)
     if q.ndim != 2 or (len(q) and index.ntotal and q.shape[1] != index.d):
-        raise InputError(str(queries_npy), f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
+        raise InputError(where, f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
     kk = min(k, max(int(index.ntotal), 1))
     scores = np.full((len(q), k), -np.inf, dtype=np.float32)
     rows = np.full((len(q), k), -1, dtype=np.int64)
@@ -112,6 +116,12 @@ def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_s
         scores[i : i + batch_size, :kk] = s
         rows[i : i + batch_size, :kk] = r
     hit_ids = np.where(rows >= 0, ids[np.clip(rows, 0, None)] if len(ids) else -1, -1)
+    return scores, hit_ids.astype(np.int64)
+
+
+def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int) -> dict:
+    q = np.load(queries_npy)
+    scores, hit_ids = search_index(index, ids, q, k, batch_size, where=str(queries_npy))
     with atomic_path(out_npz, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64))

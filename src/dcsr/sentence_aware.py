@@ -263,7 +263,10 @@ class SentenceSampleBuilder(SampleBuilder):
     (:func:`~dcsr.answers.has_answer` on the sentence text). Only sentences that get a marker
     inside the caps (``max_sentences``, ``passage_max_length``) can be sampled. BM25 passages
     are ``hard_negative_ctxs`` (DPR's fallback: ``negative_ctxs`` when there are none); if no
-    negative sentence can be found a question simply has fewer negatives (counted).
+    negative sentence can be found a question simply has fewer negatives (counted). A negative
+    context with a ``sentence`` field (mined by a DCSR checkpoint, :mod:`dcsr.mining`) gives
+    that sentence instead of a random one, when it got a marker (else random, counted as
+    ``mined_sentence_unusable``).
 
     Sentence spans come from ``spans`` (passage_id -> ``[(start, end), ...]``, the sentence
     table; int or str keys) and, for contexts without a passage id or not in the mapping, from
@@ -471,9 +474,21 @@ class SentenceSampleBuilder(SampleBuilder):
                     continue
                 left = [s for s in candidates(key, ctx) if s not in chosen.get(key, [])]
                 if left:
-                    chosen.setdefault(key, []).append(rng.choice(left))
+                    given = mined_sentence(key, ctx, left)
+                    chosen.setdefault(key, []).append(rng.choice(left) if given is None else given)
                     return True
             return False
+
+        def mined_sentence(key: int, ctx, left: list[int]) -> int | None:
+            # DCSR-hard (Section 4.5): a dense miner's context names the sentence it retrieved;
+            # that sentence is the negative, once (a second draw from the passage is random)
+            given = ctx.get("sentence")
+            if not isinstance(given, int) or isinstance(given, bool) or given in chosen.get(key, []):
+                return None
+            if given in left:
+                return given
+            self.counts["mined_sentence_unusable"] += 1  # cut off by the caps, or spans differ
+            return None
 
         explicit = hard_negatives is not None or other_negatives is not None
         negatives_wanted = 0

@@ -44,7 +44,8 @@ def table_cells(table: dict) -> list[Cell]:
     name a model, or map columns to models (DCSR Table 2 *Single*: ``{nq: dpr-nq, trivia:
     dpr-trivia}``). ``datasets`` maps a column to the dataset actually searched (DCSR Table 7:
     the column ``nq`` of the row "0.1M" is ``nq-first0.1m``, NQ's questions over the first
-    0.1M passages); by default a column is its own dataset.
+    0.1M passages); by default a column is its own dataset. Mappings may name columns the
+    table does not have: they are ignored, so one mapping serves several tables.
     """
     cells = []
     for column in table["test_sets"]:

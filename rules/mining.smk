@@ -1,0 +1,36 @@
+# Hard negatives mined by a trained dense checkpoint (DCSR Section 4.5, Tables 3 and 5): the
+# miner's question encoder searches every shard index of its passage encoder over the corpus;
+# the top hits without an answer that are not positives replace the training set's hard
+# negatives (a DCSR miner: sentence-specific negatives), for a second round of training.
+
+
+rule mine_dense_negatives:
+    input:
+        unpack(mine_dense_inputs),
+    output:
+        DENSE_NEGATIVES,
+    wildcard_constraints:
+        model=one_of(negatives_miners()),
+    log:
+        log_path("mine_dense_negatives", "{model}/{dataset}"),
+    benchmark:
+        bench_path("mine_dense_negatives", "{model}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/mine_dense_negatives.py",
+        shards=mine_shard_args,
+        negatives=mining_setting("negatives", 30),
+        depth=mining_setting("depth", 100),
+        match=lambda wc: match_type(wc.dataset),
+        batch_size=config["embed"]["batch_size"],
+        gpu=str(config["index"].get("gpu", "auto")).lower(),
+    threads: threads_for("mine_dense_negatives", 2)
+    resources:
+        mem_mb=resources_for("mine_dense_negatives", "mem_mb"),
+        runtime=resources_for("mine_dense_negatives", "runtime"),
+        gpu=config["embed"].get("gpus", 0),
+    conda:
+        "../envs/gpu.yaml"
+    shell:
+        "python {params.script} --model {input.model} --train {input.train} --corpus {input.corpus}"
+        " {params.shards} --output {output} --negatives {params.negatives} --depth {params.depth}"
+        " --match-type {params.match} --batch-size {params.batch_size} --gpu {params.gpu} 2> {log}"
