@@ -54,6 +54,7 @@ from .bm25 import B as BM25_B
 from .bm25 import K1 as BM25_K1
 from .download import file_sha256
 from .errors import InputError
+from .resources import RESOURCES
 from .formats import QA, Passage, write_biencoder, write_corpus, write_qas
 from .fsutil import atomic_open, atomic_path
 from .synth import DemoData, DemoPassage, DemoQuestion, build_demo
@@ -96,18 +97,9 @@ DATASETS: tuple[MiniDataset, ...] = (
     MiniDataset("curatedtrec", "trec", match="regex"),
 )
 
-# DPR's resource keys (dpr/data/download_data.py) -> the file each names; SQuAD's two files
-# come from the SQuAD site under these names.
-RESOURCE_FILES: dict[str, str] = {
-    "data.wikipedia_split.psgs_w100": CORPUS_FILE,
-    **{f"data.retriever.{'webq' if d.name == 'webquestions' else d.name}-{split}": d.files()[split]
-       for d in DATASETS for split in ("train", "dev")},
-    "data.retriever.nq-adv-hn-train": NQ_ADV_HN_FILE,
-    **{f"data.retriever.qas.{'webq' if d.name == 'webquestions' else d.name}-test": d.files()["test"]
-       for d in DATASETS},
-    "squad1.1-train": SQUAD_TRAIN_FILE,
-    "squad1.1-dev": SQUAD_DEV_FILE,
-}
+# Every file of the resource map (dcsr.resources), one name each: the miniature set stands in
+# for exactly the files the pipeline downloads.
+RESOURCE_FILES: dict[str, str] = {r.key: r.file for r in RESOURCES}
 
 
 def file_names() -> list[str]:

@@ -81,3 +81,25 @@ def resource_url(resource: Resource, settings: dict) -> str:
     """Where ``resource`` is fetched from: its site's base URL (a mirror, or a local server) + its path."""
     base = settings["squad_base_url" if resource.site == "squad" else "base_url"]
     return f"{base.rstrip('/')}/{resource.path}"
+
+
+def site_path(resource: Resource) -> str:
+    """Where ``resource`` lies in a local copy of both sites (``dpr/...``, ``squad/...``): serve
+    that folder and set ``base_url`` to ``<url>/dpr/`` and ``squad_base_url`` to ``<url>/squad/``."""
+    return f"{resource.site}/{resource.path}"
+
+
+def lay_out_site(flat_dir, site_dir) -> list[str]:
+    """Copy the resource files found in ``flat_dir`` (stored under their file names) to their
+    places in a local site copy ``site_dir`` (:func:`site_path`). Returns the files laid out."""
+    import shutil
+    from pathlib import Path
+
+    flat, site, done = Path(flat_dir), Path(site_dir), []
+    for r in RESOURCES:
+        if (flat / r.file).is_file():
+            dest = site / site_path(r)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(flat / r.file, dest)
+            done.append(r.file)
+    return done

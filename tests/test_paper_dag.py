@@ -1,0 +1,144 @@
+"""config/paper.yaml is the papers' complete experiment matrix, proven without the data: a dry
+run (nothing downloaded) lists every job, counted here from the matrix itself; and
+config/paper-mini.yaml runs the same DAG on miniature files served from 127.0.0.1."""
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_workflow import dry_run_job_counts
+
+# The matrix of config/paper.yaml, table by table (the README's "Paper scale" lists it too).
+DATASETS = ["nq", "trivia", "squad", "wq", "curated"]
+SINGLE = {m: [f"{m}-{d}" for d in ("nq", "trivia", "squad")] for m in ("dpr", "dcsr")}  # Table 2 Single
+MULTI = ["dpr-multi", "dcsr-multi"]                                                      # Table 2 Multi
+HARD = ["dpr-nq-dprhard", "dcsr-nq-dprhard", "dcsr-nq-dcsrhard", "dcsr-trivia-dcsrhard"]  # Tables 3, 5
+SAMPLING = [f"dcsr-{d}-bm25x{n}" for n in (1, 2) for d in ("nq", "trivia", "squad")]     # Table 4
+DPR_PRIOR = [f"att-dpr-{d}" for d in DATASETS]                                           # attribution, DPR
+DCSR_PRIOR = [f"dcsr-{d}" for d in DATASETS]                                             # attribution, DCSR
+SWEEP = [f"att-dpr-{d}-{p}pct" for d in ("nq", "trivia", "squad") for p in (10, 25, 40, 55, 70, 85)]
+MODELS = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + HARD + SAMPLING + DPR_PRIOR + DCSR_PRIOR + SWEEP)
+
+# (passage encoder, corpus) pairs: the shard jobs of each pair are its corpus's shards
+ON_WIKI = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + ["dpr-nq-dprhard", "dcsr-nq-dcsrhard", "dcsr-trivia-dcsrhard"]
+              + DPR_PRIOR + DCSR_PRIOR + SWEEP)                      # Tables 2, 3, 7 (21M), 8; attribution
+ON_1OF20 = set(SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING + HARD)     # Tables 4, 5, 6
+ON_FIRST = {"dpr-nq", "dpr-trivia", "dcsr-nq", "dcsr-trivia"}        # Table 7, each of the two first-N corpora
+
+
+def expected_runs():
+    """Dense (question encoder, passage encoder, test set) runs: the tables' cells and the
+    attribution pairs (each family's K x K on the 5 test sets; each sweep encoder against the
+    100% family on its dataset, both ways, and its index with every test set's own question encoder)."""
+    t2 = {(m, m, d) for fam in SINGLE.values() for m, d in zip(fam, ("nq", "trivia", "squad"))}
+    t2 |= {(m, m, d) for m in MULTI for d in ("nq", "trivia", "squad")}
+    t3 = {("dpr-nq-dprhard",) * 2 + ("nq",), ("dcsr-nq-dcsrhard",) * 2 + ("nq",), ("dcsr-trivia-dcsrhard",) * 2 + ("trivia",)}
+    t4 = {(m, m, f"{m.split('-')[1]}-1of20") for m in SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING}
+    t5 = {(m, m, f"{m.split('-')[1]}-1of20") for m in HARD + ["dpr-nq", "dpr-trivia"]}
+    t6 = {(m, m, "trivia-1of20") for m in SINGLE["dpr"] + SINGLE["dcsr"]}
+    t7 = {(m, m, f"{m.split('-')[1]}-{size}") for m in ON_FIRST for size in ("first0.1m", "first1.05m")}
+    t7 |= {(m, m, m.split("-")[1]) for m in ON_FIRST}
+    t8 = {(m, m, d) for m in ("dpr-squad", "dcsr-squad") for d in ("squad", "squad-dev")}
+    pairs = {(q, p, t) for prior in (DPR_PRIOR, DCSR_PRIOR) for q in prior for p in prior for t in DATASETS}
+    for m in SWEEP:
+        d = m.split("-")[2]
+        pairs |= {(m, p, d) for p in DPR_PRIOR} | {(q, m, d) for q in DPR_PRIOR} | {(f"att-dpr-{t}", m, t) for t in DATASETS}
+    return t2 | t3 | t4 | t5 | t6 | t7 | t8 | pairs
+
+
+def shard_jobs(shards_wiki, shards_1of20, shards_first01, shards_first105):
+    return (len(ON_WIKI) * shards_wiki + len(ON_1OF20) * shards_1of20
+            + len(ON_FIRST) * (shards_first01 + shards_first105))
+
+
+def check_counts(counts, shards):
+    assert counts["download_resource"] == 17  # the corpus, 5 x (train, dev), NQ adv-hn, 5 test sets
+    assert counts["subset_corpus"] == 3 and counts["split_sentences"] == 4
+    assert counts["train_biencoder"] == len(MODELS) == 43
+    assert counts["embed_questions"] == len(MODELS)  # every model is some table's or pair's question encoder
+    assert counts["merge_training_sets"] == len(MULTI)
+    assert counts["mine_dense_negatives"] == 2  # DCSR-hard: dcsr-nq and dcsr-trivia mine their own training sets
+    assert counts["sample_training_set"] == len(SWEEP)
+    assert counts["make_dev_questions"] == 1  # SQuAD dev as a test set (Table 8)
+    assert counts["search_bm25"] == counts["evaluate_topk"] == 5  # BM25 on the 5 test sets (Table 2, attribution)
+    assert counts["merge_runs"] == len(expected_runs()) == 544
+    for rule in ("embed_shard", "index_shard", "search_shard"):
+        assert counts[rule] == shard_jobs(*shards), rule
+    assert counts["make_table"] == 7  # DCSR Tables 2-8
+    assert counts["plot_validation"] == 7  # every training set: 5 datasets, nq-advhn, nq+trivia+squad
+    for rule in ("make_table1", "make_appendix_b", "make_coverage_table", "collect_pair_matrix",
+                 "make_attribution_table2", "make_attribution_table4", "plot_data_efficiency", "compare_families"):
+        assert counts[rule] == 1, rule
+    assert counts["plot_marginalization"] == 2
+
+
+def test_paper_config_dry_run_is_the_experiment_matrix(repo, tmp_path):
+    cfg = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
+    assert set(cfg["models"]) | set(SWEEP) == MODELS
+    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "paper.yaml"))
+    # 21,015,324 passages at <= 1M per shard: 22; the 1/20 sample (1,050,766) and first 1.05M: 2; first 0.1M: 1
+    check_counts(counts, (22, 2, 1, 2))
+    assert not (tmp_path / "downloads").exists()  # a dry run downloads nothing
+
+
+def test_paper_mini_is_the_same_dag(repo, tmp_path):
+    """The overlay changes sizes, not the DAG: the same rules with the same counts, but for
+    the shards (578 passages at <= 300 per shard: 2 for the corpus, 1 for each subset)."""
+    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "paper.yaml"), str(repo / "config" / "paper-mini.yaml"))
+    check_counts(counts, (2, 1, 1, 1))
+
+
+def read_csv(path: Path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.slow
+def test_paper_mini_runs_end_to_end(repo, tmp_path):
+    """Every table and figure of both papers from miniature DPR files downloaded from 127.0.0.1."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
+           "DCSR_CACHE": str(tmp_path / "cache")}
+    work = tmp_path / "pm"
+    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "run_paper_mini.py"), "--workdir", str(work),
+                        "--", "--cores", "2", "--quiet", "rules"], env=env, capture_output=True, text=True, timeout=3000)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+    results = work / "results"
+    # the downloads went through the lock file, one entry per file with its size and sha256
+    lock = json.loads((work / "downloads" / "downloads.lock.json").read_text())
+    assert len(lock) == 17 and all(e["size"] > 0 and len(e["sha256"]) == 64 for e in lock.values())
+    paper = yaml.safe_load((repo / "config" / "paper_numbers.yaml").read_text())
+    for n in range(2, 9):
+        rows = read_csv(results / "tables" / f"dcsr_table{n}.csv")
+        assert rows and all(r["ours"] != "" for r in rows), n
+        # the paper's numbers beside ours, for every row the paper has
+        with_paper = [r for r in rows if r["paper"]]
+        assert with_paper, n
+        for r in with_paper:
+            assert r["paper_source"].startswith(paper[f"dcsr_table{n}"]["source"])
+    t2 = {(r["row"], r["test_set"], r["metric"]): r for r in read_csv(results / "tables" / "dcsr_table2.csv")}
+    assert t2[("DCSR (Single)", "squad", "top20")]["paper"] == "63.7"
+    t7 = {(r["row"], r["test_set"]) for r in read_csv(results / "tables" / "dcsr_table7.csv")}
+    assert ("DPR 0.10M", "nq (nq-first0.1m)") in t7 and ("DCSR 21.0M", "trivia") in t7
+    # the subsets are the sizes the config asks for, ids in corpus order
+    first = [line.split("\t")[0] for line in (results / "data" / "wiki-first0.1m" / "psgs_w100.tsv").read_text().splitlines()[1:]]
+    assert first == [str(i) for i in range(1, 61)]
+    assert sum(1 for _ in open(results / "data" / "wiki-1of20" / "psgs_w100.tsv")) - 1 == 29  # 5% of 578
+    # DCSR-hard trained on negatives its own checkpoint mined, sentence-specific
+    mined = json.loads((results / "negatives" / "dcsr-nq" / "nq-train.json").read_text())
+    assert mined and all("sentence" in c for r in mined for c in r["hard_negative_ctxs"])
+    for name in ("table1_questions_per_passage", "dcsr_appendix_b", "attribution_table2", "attribution_table3",
+                 "attribution_table4", "attribution_compare", "attribution_marginals-DPR", "attribution_marginals-DCSR"):
+        assert read_csv(results / "tables" / f"{name}.csv"), name
+        assert (results / "tables" / f"{name}.md").read_text().startswith("#"), name
+    for fig in ("data_efficiency", "coverage", "attribution_marginals-DPR", "attribution_marginals-DCSR",
+                "pair_matrix-DPR", "validation-nq", "validation-nq+trivia+squad"):
+        assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
+    # every pair of the matrix was searched and scored
+    matrix = read_csv(results / "attribution" / "pair_matrix.csv")
+    assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix
+                if r["question_encoder"] != "bm25"}) == 502
