@@ -1,5 +1,6 @@
 # make demo  : install everything into .venv, then run the default pipeline end to end
 # make test  : install (if needed), then run the test suite (unit + lint + a real tiny pipeline)
+# make paper-mini : the paper configs' whole DAG on miniature DPR files served from 127.0.0.1
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -7,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: install demo test test-fast lint clean
+.PHONY: install demo test test-fast lint clean paper-mini
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,8 +33,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -m "not slow"
 
+paper-mini: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python workflow/scripts/run_paper_mini.py --workdir paper-mini -- --cores $(CORES) --profile $(CURDIR)/profiles/local
+	@echo; echo "Tables: $(CURDIR)/paper-mini/results/tables/"
+
 lint: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --lint
 
 clean:
-	rm -rf results logs .snakemake
+	rm -rf results logs .snakemake paper-mini
