@@ -88,9 +88,9 @@ def test_paper_config_dry_run_is_the_experiment_matrix(repo, tmp_path):
 
 def test_paper_mini_is_the_same_dag(repo, tmp_path):
     """The overlay changes sizes, not the DAG: the same rules with the same counts, but for
-    the shards (578 passages at <= 300 per shard: 2 for the corpus, 1 for each subset)."""
+    the shards (578 passages at <= 600 per shard: one shard per corpus)."""
     counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "paper.yaml"), str(repo / "config" / "paper-mini.yaml"))
-    check_counts(counts, (2, 1, 1, 1))
+    check_counts(counts, (1, 1, 1, 1))
 
 
 def read_csv(path: Path):
