@@ -91,7 +91,9 @@ class Plan:
         self.cfg, self.jobs, self.tp, self.gpu = cfg, jobs, tp, gpu
         cfg["models"].update(sweep_models(cfg))
         self.count = Counter(j["rule"] for j in jobs)
-        self.vpp_dcsr = tp["split"]["vectors_per_passage_max10"]
+        # DCSR's vectors per passage: measured on SQuAD's Wikipedia passages unless given (e.g. from
+        # split_sentences' stats.json of the real corpus)
+        self.vpp_dcsr = gpu.get("sentences_per_passage") or tp["split"]["vectors_per_passage_max10"]
         self.lines: list[str] = []
 
     # --- facts
@@ -345,9 +347,24 @@ class Plan:
         for r in rows:
             self.out("| " + " | ".join(str(x) for x in r) + " |")
         self.out()
+        self.out("Exact search (test sets) by passage-encoder group, questions x vectors:")
+        self.out()
+        self.out("| corpus | passage encoders | encoders | questions searched per encoder | vector-queries | share | this CPU |")
+        self.out("|---|---|---:|---|---:|---:|---:|")
+        grp = defaultdict(list)
+        for (corpus, model) in pairs:
+            kind = ("DCSR" if self.is_dcsr(model) else "DPR") + (" sweep" if "train_fraction" in cfg["models"][model] else "")
+            grp[(corpus, kind)].append(model)
+        for (corpus, kind), models in sorted(grp.items(), key=lambda kv: -sum(
+                queries[(kv[0][0], m)] * self.size(kv[0][0]) * self.vectors_per_passage(m) for m in kv[1])):
+            g_vq = sum(queries[(corpus, m)] * self.size(corpus) * self.vectors_per_passage(m) for m in models)
+            qs = sorted({queries[(corpus, m)] for m in models})
+            self.out(f"| {corpus} | {kind} | {len(models)} | {', '.join(f'{x:,}' for x in qs)} | {g_vq:.3g} | "
+                     f"{g_vq / vq:.1%} | {g_vq / vq_rate / 3600:,.0f} h |")
+        self.out()
         self.out("Not computed (not measured on any machine here): `index_bm25` (Anserini over "
                  f"{self.size(wiki):,} passages, 1 job), `search_bm25` ({self.count['search_bm25']}), `embed_questions` "
-                 f"({self.count['embed_questions']} jobs, a few thousand questions each: minutes on a GPU), `download_resource`.")
+                 f"({self.count['embed_questions']} jobs, each the test sets its encoder is searched with: tens of thousands of questions), `download_resource`.")
         self.out()
         self.totals = {"disk_bytes": total, "disk": dict(disk), "merge_runs_cpu_h": mr_total / 3600,
                        "embed_stream_cpu_h": stream_total / 3600, "embed_passages": enc_passages,
@@ -381,6 +398,8 @@ def main() -> None:
     ap.add_argument("--gpu-train-steps-per-s-dpr", type=float, help="DPR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-train-steps-per-s-dcsr", type=float, help="DCSR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-search-vector-queries-per-s", type=float, help="faiss-gpu Flat: questions x vectors per s")
+    ap.add_argument("--sentences-per-passage", type=float,
+                    help="DCSR vectors per passage of the real corpus (split_sentences' stats.json); default: measured")
     ap.add_argument("--doc", help="markdown file whose generated part is replaced")
     ap.add_argument("--json", help="write the totals here")
     args = ap.parse_args()
@@ -394,12 +413,14 @@ def main() -> None:
     tp = json.loads(Path(args.throughputs).read_text())
     gpu = {"embed_passages_per_s": args.gpu_embed_passages_per_s, "train_steps_per_s_dpr": args.gpu_train_steps_per_s_dpr,
            "train_steps_per_s_dcsr": args.gpu_train_steps_per_s_dcsr,
-           "search_vector_queries_per_s": args.gpu_search_vector_queries_per_s}
+           "search_vector_queries_per_s": args.gpu_search_vector_queries_per_s,
+           "sentences_per_passage": args.sentences_per_passage}
+    given = {k: v for k, v in gpu.items() if v is not None}
     plan = Plan(cfg, dry_run_jobs(text), tp, gpu)
     body = plan.build()
     head = (f"Generated from `{Path(args.config).relative_to(ROOT) if Path(args.config).is_absolute() else args.config}`, "
             f"the throughputs of {tp['date']} ({tp['machine']}; load {tp['load_before']} -> {tp['load_after']}) "
-            f"and GPU inputs {json.dumps({k: v for k, v in gpu.items() if v is not None}) or 'none'}.")
+            f"and given inputs: {json.dumps(given) if given else 'none (every GPU rate not measured)'}.")
     generated = f"{BEGIN}\n{head}\n\n{body}\n{END}"
     print(generated)
     if args.doc:
