@@ -46,7 +46,7 @@ QUESTIONS = {
     "squad": {"train": 70_096, "dev": 8_886, "test": 10_570},
     "nq-advhn": {"train": 58_880, "dev": 8_757, "test": 3_610},
 }
-DIM = 768                       # bert-base-uncased hidden size
+DIM = 768  # bert-base-uncased hidden size
 BERT_BASE_PARAMS = 109_482_240  # BertModel of bert-base-uncased (no pooler head use, weights kept)
 GB = 1e9
 
@@ -133,7 +133,9 @@ class Plan:
     # --- sections
     def pairs(self) -> dict[tuple[str, str], int]:
         """(corpus, passage encoder) -> shards, from the dry run's embed_shard jobs."""
-        n = Counter((j["wildcards"]["corpus"], j["wildcards"]["pmodel"]) for j in self.jobs if j["rule"] == "embed_shard")
+        n = Counter(
+            (j["wildcards"]["corpus"], j["wildcards"]["pmodel"]) for j in self.jobs if j["rule"] == "embed_shard"
+        )
         for (corpus, _), shards in n.items():
             assert shards == self.shards(corpus), (corpus, shards)
         return dict(n)
@@ -163,31 +165,41 @@ class Plan:
 
         self.out("### Jobs (dry run)")
         self.out()
-        self.out(f"{sum(self.count.values()):,} jobs: " + ", ".join(f"{r} {n}" for r, n in self.count.most_common()) + ".")
+        self.out(
+            f"{sum(self.count.values()):,} jobs: " + ", ".join(f"{r} {n}" for r, n in self.count.most_common()) + "."
+        )
         self.out()
         self.out("### Corpora and shards")
         self.out()
-        self.out("| corpus | passages | format | shards (`embed.passages_per_shard` "
-                 f"{cfg['embed']['passages_per_shard']:,}) | passages per shard (max) | passage encoders over it |")
+        self.out(
+            "| corpus | passages | format | shards (`embed.passages_per_shard` "
+            f"{cfg['embed']['passages_per_shard']:,}) | passages per shard (max) | passage encoders over it |"
+        )
         self.out("|---|---:|---|---:|---:|---:|")
         per_corpus = Counter(c for c, _ in pairs)
         for corpus in cfg["corpora"]:
             s = self.shards(corpus)
-            self.out(f"| {corpus} | {self.size(corpus):,} | {self.corpus_format(corpus)} | {s} | "
-                     f"{-(-self.size(corpus) // s):,} | {per_corpus.get(corpus, 0)} |")
+            self.out(
+                f"| {corpus} | {self.size(corpus):,} | {self.corpus_format(corpus)} | {s} | "
+                f"{-(-self.size(corpus) // s):,} | {per_corpus.get(corpus, 0)} |"
+            )
         self.out()
 
         # ---------------------------------------------------------------- disk
         self.out("### Disk: vectors and FAISS indexes per (corpus, passage encoder)")
         self.out()
-        self.out(f"Vectors: {vec_b:,} B ({'fp16' if fp16 else 'fp32'} x {DIM}) + {side_b} B (ids int64, sentence "
-                 f"number int32) per vector; FAISS `Flat`: {faiss_b:,} B per vector (float32 even when the "
-                 f"vectors are fp16); DPR 1 vector per passage, DCSR {self.vpp_dcsr:.2f} (measured, capped at "
-                 f"`dcsr.max_sentences`). Hits (temporary): per question {cfg['search']['k']} (DPR) or "
-                 f"100 x k sentences (DCSR) x 12 B per shard.")
+        self.out(
+            f"Vectors: {vec_b:,} B ({'fp16' if fp16 else 'fp32'} x {DIM}) + {side_b} B (ids int64, sentence "
+            f"number int32) per vector; FAISS `Flat`: {faiss_b:,} B per vector (float32 even when the "
+            f"vectors are fp16); DPR 1 vector per passage, DCSR {self.vpp_dcsr:.2f} (measured, capped at "
+            f"`dcsr.max_sentences`). Hits (temporary): per question {cfg['search']['k']} (DPR) or "
+            f"100 x k sentences (DCSR) x 12 B per shard."
+        )
         self.out()
-        self.out("| corpus | method | encoders | vectors per encoder | .npy + ids + sents per encoder | "
-                 ".faiss per encoder | all encoders: vectors | all encoders: indexes |")
+        self.out(
+            "| corpus | method | encoders | vectors per encoder | .npy + ids + sents per encoder | "
+            ".faiss per encoder | all encoders: vectors | all encoders: indexes |"
+        )
         self.out("|---|---|---:|---:|---:|---:|---:|---:|")
         disk = defaultdict(float)
         groups = defaultdict(list)
@@ -198,8 +210,10 @@ class Plan:
             v, f = nvec * (vec_b + side_b), nvec * faiss_b
             disk["vectors"] += v * len(models)
             disk["indexes"] += f * len(models)
-            self.out(f"| {corpus} | {method} | {len(models)} | {nvec:,.0f} | {fmt_bytes(v)} | {fmt_bytes(f)} | "
-                     f"{fmt_bytes(v * len(models))} | {fmt_bytes(f * len(models))} |")
+            self.out(
+                f"| {corpus} | {method} | {len(models)} | {nvec:,.0f} | {fmt_bytes(v)} | {fmt_bytes(f)} | "
+                f"{fmt_bytes(v * len(models))} | {fmt_bytes(f * len(models))} |"
+            )
         self.out()
         corpus_b = tp["stream"]["tsv_bytes_per_passage"]
         subsets = [c for c, cc in cfg["corpora"].items() if "subset" in cc]
@@ -219,31 +233,47 @@ class Plan:
         self.out("|---|---:|---|")
         self.out(f"| vectors, all encoders | {fmt_bytes(disk['vectors'])} | the table above |")
         self.out(f"| FAISS indexes, all encoders | {fmt_bytes(disk['indexes'])} | the table above |")
-        self.out(f"| corpus subsets (.tsv) | {fmt_bytes(disk['corpus subsets (.tsv)'])} | "
-                 f"{sum(self.size(c) for c in subsets):,} passages x {corpus_b:.0f} B (measured on SQuAD's Wikipedia text) |")
-        self.out(f"| sentence tables | {fmt_bytes(disk['sentence tables'])} | every corpus's passages x "
-                 f"{tp['split']['sentences_per_passage']:.2f} sentences x {tp['split']['table_bytes_per_sentence']:.1f} B (measured) |")
-        self.out(f"| trained models | {fmt_bytes(disk['models'])} | {self.count['train_biencoder']} x 2 x "
-                 f"{BERT_BASE_PARAMS:,} parameters x 4 B |")
-        self.out(f"| training checkpoints | {fmt_bytes(disk['checkpoints'])} | "
-                 "the same x 3 (weights + Adam's two moments), one `last/` per model |")
-        self.out(f"| search hits (temporary) | {fmt_bytes(disk['hits (temporary)'])} | questions x depth x 12 B x shards, "
-                 f"every pair's hits at once (deleted once merged); the largest, {worst_hits[1]} on {worst_hits[0]}: "
-                 f"{fmt_bytes(hits[worst_hits])} |")
+        self.out(
+            f"| corpus subsets (.tsv) | {fmt_bytes(disk['corpus subsets (.tsv)'])} | "
+            f"{sum(self.size(c) for c in subsets):,} passages x {corpus_b:.0f} B (measured on SQuAD's Wikipedia text) |"
+        )
+        self.out(
+            f"| sentence tables | {fmt_bytes(disk['sentence tables'])} | every corpus's passages x "
+            f"{tp['split']['sentences_per_passage']:.2f} sentences x {tp['split']['table_bytes_per_sentence']:.1f} B (measured) |"
+        )
+        self.out(
+            f"| trained models | {fmt_bytes(disk['models'])} | {self.count['train_biencoder']} x 2 x "
+            f"{BERT_BASE_PARAMS:,} parameters x 4 B |"
+        )
+        self.out(
+            f"| training checkpoints | {fmt_bytes(disk['checkpoints'])} | "
+            "the same x 3 (weights + Adam's two moments), one `last/` per model |"
+        )
+        self.out(
+            f"| search hits (temporary) | {fmt_bytes(disk['hits (temporary)'])} | questions x depth x 12 B x shards, "
+            f"every pair's hits at once (deleted once merged); the largest, {worst_hits[1]} on {worst_hits[0]}: "
+            f"{fmt_bytes(hits[worst_hits])} |"
+        )
         total = sum(disk.values())
-        self.out(f"| **total (without downloads)** | **{fmt_bytes(total)}** | the vectors can be deleted once indexed "
-                 f"(`index_shard` reads only the `.npy`): {fmt_bytes(total - disk['vectors'])} without them |")
+        self.out(
+            f"| **total (without downloads)** | **{fmt_bytes(total)}** | the vectors can be deleted once indexed "
+            f"(`index_shard` reads only the `.npy`): {fmt_bytes(total - disk['vectors'])} without them |"
+        )
         self.out()
 
         # ---------------------------------------------------------------- per rule
         self.out("### Per rule: jobs, sizes, peak memory, time")
         self.out()
-        self.out("Peak memory is the host RAM a job needs by construction of the code today (its inputs held "
-                 "whole where the code holds them); `config mem_mb` is what `config/paper.yaml` asks Slurm for. "
-                 "Times are one job on this 2-core CPU at the measured rates, or the GPU formula.")
+        self.out(
+            "Peak memory is the host RAM a job needs by construction of the code today (its inputs held "
+            "whole where the code holds them); `config mem_mb` is what `config/paper.yaml` asks Slurm for. "
+            "Times are one job on this 2-core CPU at the measured rates, or the GPU formula."
+        )
         self.out()
-        self.out("| rule | jobs | per job: input -> output | peak memory per job (largest) | config mem_mb | "
-                 "time per job (largest) | total |")
+        self.out(
+            "| rule | jobs | per job: input -> output | peak memory per job (largest) | config mem_mb | "
+            "time per job (largest) | total |"
+        )
         self.out("|---|---:|---|---:|---:|---|---|")
         cfg_mem = {}
         for j in self.jobs:
@@ -260,74 +290,143 @@ class Plan:
         mem_dcsr = pps * (mem_embed_text + mem_embed_spans + self.vpp_dcsr * (4 * DIM + vec_b + side_b))
         mem_dpr = pps * (mem_embed_text + 4 * DIM + vec_b + side_b)
         gpu_s = enc_passages / ge if ge else None
-        rows.append(("embed_shard", len(emb),
-                     f"whole corpus streamed (`shard_passages` keeps 1 row in {self.shards(wiki)}) + DCSR: the sentence "
-                     f"table -> {fmt_bytes(pps * vec_b)} (DPR) / {fmt_bytes(pps * self.vpp_dcsr * vec_b)} (DCSR) of vectors",
-                     f"{fmt_bytes(mem_dcsr)} DCSR, {fmt_bytes(mem_dpr)} DPR", f"{cfg_mem.get('embed_shard')}",
-                     f"corpus stream {self.stream_seconds(wiki) / 60:,.1f} min CPU + GPU "
-                     + (f"{pps / ge / 60:,.1f} min" if ge else "not measured (passages / GPU passages/s)"),
-                     f"stream {stream_total / 3600:,.1f} CPU-h; GPU {fmt_hours(gpu_s, f'{enc_passages:,} passages / --gpu-embed-passages-per-s')}"))
+        rows.append(
+            (
+                "embed_shard",
+                len(emb),
+                f"whole corpus streamed (`shard_passages` keeps 1 row in {self.shards(wiki)}) + DCSR: the sentence "
+                f"table -> {fmt_bytes(pps * vec_b)} (DPR) / {fmt_bytes(pps * self.vpp_dcsr * vec_b)} (DCSR) of vectors",
+                f"{fmt_bytes(mem_dcsr)} DCSR, {fmt_bytes(mem_dpr)} DPR",
+                f"{cfg_mem.get('embed_shard')}",
+                f"corpus stream {self.stream_seconds(wiki) / 60:,.1f} min CPU + GPU "
+                + (f"{pps / ge / 60:,.1f} min" if ge else "not measured (passages / GPU passages/s)"),
+                f"stream {stream_total / 3600:,.1f} CPU-h; GPU {fmt_hours(gpu_s, f'{enc_passages:,} passages / --gpu-embed-passages-per-s')}",
+            )
+        )
         # index_shard
         ix = [j for j in self.jobs if j["rule"] == "index_shard"]
         ix_vec = sum(pps_all[j["wildcards"]["corpus"]] * self.vectors_per_passage(j["wildcards"]["pmodel"]) for j in ix)
         big = pps * self.vpp_dcsr
-        rows.append(("index_shard", len(ix), f".npy -> .faiss {fmt_bytes(big * faiss_b)} (DCSR, {wiki})",
-                     f"{fmt_bytes(big * faiss_b * build_ratio)} DCSR, {fmt_bytes(pps * faiss_b * build_ratio)} DPR "
-                     f"({build_ratio:.2f} x the fp32 vectors, measured)", f"{cfg_mem.get('index_shard')}",
-                     f"{big * build_s_per_vec / 60:,.1f} min", f"{ix_vec * build_s_per_vec / 3600:,.1f} CPU-h"))
+        rows.append(
+            (
+                "index_shard",
+                len(ix),
+                f".npy -> .faiss {fmt_bytes(big * faiss_b)} (DCSR, {wiki})",
+                f"{fmt_bytes(big * faiss_b * build_ratio)} DCSR, {fmt_bytes(pps * faiss_b * build_ratio)} DPR "
+                f"({build_ratio:.2f} x the fp32 vectors, measured)",
+                f"{cfg_mem.get('index_shard')}",
+                f"{big * build_s_per_vec / 60:,.1f} min",
+                f"{ix_vec * build_s_per_vec / 3600:,.1f} CPU-h",
+            )
+        )
         # search_shard
         se = [j for j in self.jobs if j["rule"] == "search_shard"]
-        vq = sum(queries[(j["wildcards"]["corpus"], j["wildcards"]["pmodel"])] * pps_all[j["wildcards"]["corpus"]]
-                 * self.vectors_per_passage(j["wildcards"]["pmodel"]) for j in se)
-        worst = max(se, key=lambda j: queries[(j["wildcards"]["corpus"], j["wildcards"]["pmodel"])]
-                    * pps_all[j["wildcards"]["corpus"]] * self.vectors_per_passage(j["wildcards"]["pmodel"]))
+        vq = sum(
+            queries[(j["wildcards"]["corpus"], j["wildcards"]["pmodel"])]
+            * pps_all[j["wildcards"]["corpus"]]
+            * self.vectors_per_passage(j["wildcards"]["pmodel"])
+            for j in se
+        )
+        worst = max(
+            se,
+            key=lambda j: queries[(j["wildcards"]["corpus"], j["wildcards"]["pmodel"])]
+            * pps_all[j["wildcards"]["corpus"]]
+            * self.vectors_per_passage(j["wildcards"]["pmodel"]),
+        )
         wc = worst["wildcards"]
-        worst_vq = queries[(wc["corpus"], wc["pmodel"])] * pps_all[wc["corpus"]] * self.vectors_per_passage(wc["pmodel"])
+        worst_vq = (
+            queries[(wc["corpus"], wc["pmodel"])] * pps_all[wc["corpus"]] * self.vectors_per_passage(wc["pmodel"])
+        )
         gs = self.gpu.get("search_vector_queries_per_s")
-        rows.append(("search_shard", len(se), f"one shard index (read whole) + the question sets -> top-k hits",
-                     f"{fmt_bytes(big * faiss_b)} DCSR, {fmt_bytes(pps * faiss_b)} DPR (the index; on a GPU the "
-                     "same again in GPU memory)", f"{cfg_mem.get('search_shard')}",
-                     f"CPU {worst_vq / vq_rate / 60:,.1f} min ({wc['pmodel']} on {wc['corpus']}: "
-                     f"{queries[(wc['corpus'], wc['pmodel'])]:,} questions)",
-                     f"CPU {vq / vq_rate / 3600:,.1f} h at {vq_rate / 1e6:,.1f}M vector-queries/s (2 threads); GPU "
-                     + fmt_hours(vq / gs if gs else None, f"{vq:.3g} vector-queries / --gpu-search-vector-queries-per-s")))
+        rows.append(
+            (
+                "search_shard",
+                len(se),
+                f"one shard index (read whole) + the question sets -> top-k hits",
+                f"{fmt_bytes(big * faiss_b)} DCSR, {fmt_bytes(pps * faiss_b)} DPR (the index; on a GPU the "
+                "same again in GPU memory)",
+                f"{cfg_mem.get('search_shard')}",
+                f"CPU {worst_vq / vq_rate / 60:,.1f} min ({wc['pmodel']} on {wc['corpus']}: "
+                f"{queries[(wc['corpus'], wc['pmodel'])]:,} questions)",
+                f"CPU {vq / vq_rate / 3600:,.1f} h at {vq_rate / 1e6:,.1f}M vector-queries/s (2 threads); GPU "
+                + fmt_hours(vq / gs if gs else None, f"{vq:.3g} vector-queries / --gpu-search-vector-queries-per-s"),
+            )
+        )
         # merge_runs
         mr = [j for j in self.jobs if j["rule"] == "merge_runs"]
         mr_total = sum(self.stream_seconds(j["wildcards"]["corpus"]) for j in mr)
         on_wiki = sum(1 for j in mr if j["wildcards"]["corpus"] == wiki)
         # the merge holds every shard's hits of one question set, then lexsorts them
-        mr_big = max(mr, key=lambda j: self.test_questions(j["wildcards"]["dataset"]) * depth[j["wildcards"]["pmodel"]]
-                     * pairs[(j["wildcards"]["corpus"], j["wildcards"]["pmodel"])])
+        mr_big = max(
+            mr,
+            key=lambda j: self.test_questions(j["wildcards"]["dataset"])
+            * depth[j["wildcards"]["pmodel"]]
+            * pairs[(j["wildcards"]["corpus"], j["wildcards"]["pmodel"])],
+        )
         w = mr_big["wildcards"]
         mr_hits = self.test_questions(w["dataset"]) * depth[w["pmodel"]] * pairs[(w["corpus"], w["pmodel"])]
-        rows.append(("merge_runs", len(mr), f"hits of every shard + the whole corpus (`passage_texts`) -> run, metrics",
-                     f"{fmt_bytes(mr_hits * 12)} of hits ({w['dataset']} on a DCSR {w['corpus']} index: "
-                     f"{self.test_questions(w['dataset']):,} x {depth[w['pmodel']]:.0f} x {pairs[(w['corpus'], w['pmodel'])]} "
-                     f"shards x 12 B), about twice that while sorted, + the hit passages' text",
-                     f"{cfg_mem.get('merge_runs')}",
-                     f"{self.stream_seconds(wiki) / 60:,.1f} min ({wiki}: {on_wiki} of the {len(mr)} runs)",
-                     f"{mr_total / 3600:,.1f} CPU-h, nearly all of it re-reading the corpus"))
+        rows.append(
+            (
+                "merge_runs",
+                len(mr),
+                f"hits of every shard + the whole corpus (`passage_texts`) -> run, metrics",
+                f"{fmt_bytes(mr_hits * 12)} of hits ({w['dataset']} on a DCSR {w['corpus']} index: "
+                f"{self.test_questions(w['dataset']):,} x {depth[w['pmodel']]:.0f} x {pairs[(w['corpus'], w['pmodel'])]} "
+                f"shards x 12 B), about twice that while sorted, + the hit passages' text",
+                f"{cfg_mem.get('merge_runs')}",
+                f"{self.stream_seconds(wiki) / 60:,.1f} min ({wiki}: {on_wiki} of the {len(mr)} runs)",
+                f"{mr_total / 3600:,.1f} CPU-h, nearly all of it re-reading the corpus",
+            )
+        )
         # mine_dense_negatives
         mi = [j for j in self.jobs if j["rule"] == "mine_dense_negatives"]
-        mi_vq = sum(self.train_questions(j["wildcards"]["model"]) * self.size(wiki)
-                    * self.vectors_per_passage(j["wildcards"]["model"]) for j in mi)
-        rows.append(("mine_dense_negatives", len(mi), "every shard index of the miner, one at a time + training set",
-                     f"{fmt_bytes(big * faiss_b)} (one DCSR shard index) + the training set", f"{cfg_mem.get('mine_dense_negatives')}",
-                     f"CPU {mi_vq / len(mi) / vq_rate / 3600:,.1f} h + corpus stream",
-                     f"CPU {mi_vq / vq_rate / 3600:,.1f} h; GPU "
-                     + fmt_hours(mi_vq / gs if gs else None, f"{mi_vq:.3g} vector-queries / --gpu-search-vector-queries-per-s")))
+        mi_vq = sum(
+            self.train_questions(j["wildcards"]["model"])
+            * self.size(wiki)
+            * self.vectors_per_passage(j["wildcards"]["model"])
+            for j in mi
+        )
+        rows.append(
+            (
+                "mine_dense_negatives",
+                len(mi),
+                "every shard index of the miner, one at a time + training set",
+                f"{fmt_bytes(big * faiss_b)} (one DCSR shard index) + the training set",
+                f"{cfg_mem.get('mine_dense_negatives')}",
+                f"CPU {mi_vq / len(mi) / vq_rate / 3600:,.1f} h + corpus stream",
+                f"CPU {mi_vq / vq_rate / 3600:,.1f} h; GPU "
+                + fmt_hours(
+                    mi_vq / gs if gs else None, f"{mi_vq:.3g} vector-queries / --gpu-search-vector-queries-per-s"
+                ),
+            )
+        )
         # split_sentences, subset_corpus
         sp = [j for j in self.jobs if j["rule"] == "split_sentences"]
         sp_s = sum(self.size(j["wildcards"]["corpus"]) for j in sp) / tp["split"]["passages_per_s"]
-        rows.append(("split_sentences", len(sp), f"corpus -> sentence table ({fmt_bytes(self.size(wiki) * sent_b)} for {wiki})",
-                     "constant (streams)", f"{cfg_mem.get('split_sentences')}",
-                     f"{self.size(wiki) / tp['split']['passages_per_s'] / 3600:,.1f} h ({wiki}, one core)",
-                     f"{sp_s / 3600:,.1f} CPU-h"))
+        rows.append(
+            (
+                "split_sentences",
+                len(sp),
+                f"corpus -> sentence table ({fmt_bytes(self.size(wiki) * sent_b)} for {wiki})",
+                "constant (streams)",
+                f"{cfg_mem.get('split_sentences')}",
+                f"{self.size(wiki) / tp['split']['passages_per_s'] / 3600:,.1f} h ({wiki}, one core)",
+                f"{sp_s / 3600:,.1f} CPU-h",
+            )
+        )
         su = [j for j in self.jobs if j["rule"] == "subset_corpus"]
         su_s = sum(self.stream_seconds(cfg["corpora"][j["wildcards"]["corpus"]]["subset"]["of"]) for j in su)
-        rows.append(("subset_corpus", len(su), f"{wiki} streamed -> a subset .tsv", "constant (streams)",
-                     f"{cfg_mem.get('subset_corpus')}", f"{self.stream_seconds(wiki) / 60:,.1f} min (read; writing not measured)",
-                     f"{su_s / 3600:,.1f} CPU-h (read)"))
+        rows.append(
+            (
+                "subset_corpus",
+                len(su),
+                f"{wiki} streamed -> a subset .tsv",
+                "constant (streams)",
+                f"{cfg_mem.get('subset_corpus')}",
+                f"{self.stream_seconds(wiki) / 60:,.1f} min (read; writing not measured)",
+                f"{su_s / 3600:,.1f} CPU-h (read)",
+            )
+        )
         # train_biencoder
         tr = [j for j in self.jobs if j["rule"] == "train_biencoder"]
         gpus = int(cfg["train"].get("gpus", 1))
@@ -338,54 +437,96 @@ class Plan:
             m = j["wildcards"]["model"]
             steps["dcsr" if self.is_dcsr(m) else "dpr"] += epochs * math.ceil(self.train_questions(m) / batch)
         g = {k: self.gpu.get(f"train_steps_per_s_{k}") for k in steps}
-        train_h = [fmt_hours(steps[k] / g[k] * gpus if g[k] else None,
-                             f"{steps[k]:,} steps / --gpu-train-steps-per-s-{k} x {gpus} GPUs") for k in steps]
-        rows.append(("train_biencoder", len(tr), f"training set -> model ({fmt_bytes(ckpt)}), checkpoint ({fmt_bytes(3 * ckpt)})",
-                     "not measured at this scale (holds the training set)", f"{cfg_mem.get('train_biencoder')}",
-                     f"{epochs} epochs x ceil(questions / {batch})",
-                     f"{steps['dpr']:,} DPR + {steps['dcsr']:,} DCSR steps of {batch}; GPU-h DPR {train_h[0]}, DCSR {train_h[1]}"))
+        train_h = [
+            fmt_hours(
+                steps[k] / g[k] * gpus if g[k] else None,
+                f"{steps[k]:,} steps / --gpu-train-steps-per-s-{k} x {gpus} GPUs",
+            )
+            for k in steps
+        ]
+        rows.append(
+            (
+                "train_biencoder",
+                len(tr),
+                f"training set -> model ({fmt_bytes(ckpt)}), checkpoint ({fmt_bytes(3 * ckpt)})",
+                "not measured at this scale (holds the training set)",
+                f"{cfg_mem.get('train_biencoder')}",
+                f"{epochs} epochs x ceil(questions / {batch})",
+                f"{steps['dpr']:,} DPR + {steps['dcsr']:,} DCSR steps of {batch}; GPU-h DPR {train_h[0]}, DCSR {train_h[1]}",
+            )
+        )
         for r in rows:
             self.out("| " + " | ".join(str(x) for x in r) + " |")
         self.out()
         self.out("Exact search (test sets) by passage-encoder group, questions x vectors:")
         self.out()
-        self.out("| corpus | passage encoders | encoders | questions searched per encoder | vector-queries | share | this CPU |")
+        self.out(
+            "| corpus | passage encoders | encoders | questions searched per encoder | vector-queries | share | this CPU |"
+        )
         self.out("|---|---|---:|---|---:|---:|---:|")
         grp = defaultdict(list)
-        for (corpus, model) in pairs:
-            kind = ("DCSR" if self.is_dcsr(model) else "DPR") + (" sweep" if "train_fraction" in cfg["models"][model] else "")
+        for corpus, model in pairs:
+            kind = ("DCSR" if self.is_dcsr(model) else "DPR") + (
+                " sweep" if "train_fraction" in cfg["models"][model] else ""
+            )
             grp[(corpus, kind)].append(model)
-        for (corpus, kind), models in sorted(grp.items(), key=lambda kv: -sum(
-                queries[(kv[0][0], m)] * self.size(kv[0][0]) * self.vectors_per_passage(m) for m in kv[1])):
+        for (corpus, kind), models in sorted(
+            grp.items(),
+            key=lambda kv: -sum(
+                queries[(kv[0][0], m)] * self.size(kv[0][0]) * self.vectors_per_passage(m) for m in kv[1]
+            ),
+        ):
             g_vq = sum(queries[(corpus, m)] * self.size(corpus) * self.vectors_per_passage(m) for m in models)
             qs = sorted({queries[(corpus, m)] for m in models})
-            self.out(f"| {corpus} | {kind} | {len(models)} | {', '.join(f'{x:,}' for x in qs)} | {g_vq:.3g} | "
-                     f"{g_vq / vq:.1%} | {g_vq / vq_rate / 3600:,.0f} h |")
+            self.out(
+                f"| {corpus} | {kind} | {len(models)} | {', '.join(f'{x:,}' for x in qs)} | {g_vq:.3g} | "
+                f"{g_vq / vq:.1%} | {g_vq / vq_rate / 3600:,.0f} h |"
+            )
         self.out()
-        self.out("Not computed (not measured on any machine here): `index_bm25` (Anserini over "
-                 f"{self.size(wiki):,} passages, 1 job), `search_bm25` ({self.count['search_bm25']}), `embed_questions` "
-                 f"({self.count['embed_questions']} jobs, each the test sets its encoder is searched with: tens of thousands of questions), `download_resource`.")
+        self.out(
+            "Not computed (not measured on any machine here): `index_bm25` (Anserini over "
+            f"{self.size(wiki):,} passages, 1 job), `search_bm25` ({self.count['search_bm25']}), `embed_questions` "
+            f"({self.count['embed_questions']} jobs, each the test sets its encoder is searched with: tens of thousands of questions), `download_resource`."
+        )
         self.out()
-        self.totals = {"disk_bytes": total, "disk": dict(disk), "merge_runs_cpu_h": mr_total / 3600,
-                       "embed_stream_cpu_h": stream_total / 3600, "embed_passages": enc_passages,
-                       "search_vector_queries": vq, "search_cpu_h": vq / vq_rate / 3600,
-                       "mine_vector_queries": mi_vq, "train_steps": steps, "split_cpu_h": sp_s / 3600,
-                       "index_cpu_h": ix_vec * build_s_per_vec / 3600}
+        self.totals = {
+            "disk_bytes": total,
+            "disk": dict(disk),
+            "merge_runs_cpu_h": mr_total / 3600,
+            "embed_stream_cpu_h": stream_total / 3600,
+            "embed_passages": enc_passages,
+            "search_vector_queries": vq,
+            "search_cpu_h": vq / vq_rate / 3600,
+            "mine_vector_queries": mi_vq,
+            "train_steps": steps,
+            "split_cpu_h": sp_s / 3600,
+            "index_cpu_h": ix_vec * build_s_per_vec / 3600,
+        }
         self.out("### Totals")
         self.out()
         self.out(f"- disk (results, without downloads): **{fmt_bytes(total)}**")
-        self.out(f"- passages encoded on GPUs: **{enc_passages:,}** "
-                 f"({len(emb)} shard jobs); GPU-h: {fmt_hours(gpu_s, 'passages / --gpu-embed-passages-per-s')}")
+        self.out(
+            f"- passages encoded on GPUs: **{enc_passages:,}** "
+            f"({len(emb)} shard jobs); GPU-h: {fmt_hours(gpu_s, 'passages / --gpu-embed-passages-per-s')}"
+        )
         sweep = [m for (c, m) in pairs if c == wiki and "train_fraction" in cfg["models"][m]]
-        self.out(f"  - of which the sweep's {len(sweep)} passage encoders (`attribution.sweep`, fractions below 1) "
-                 f"over {wiki}: {len(sweep)} x {self.size(wiki):,} = {len(sweep) * self.size(wiki):,} passages")
-        self.out(f"- training: **{steps['dpr']:,}** DPR and **{steps['dcsr']:,}** DCSR steps of {batch} questions "
-                 f"on {gpus} GPUs; GPU-h: DPR {train_h[0]}, DCSR {train_h[1]}")
-        self.out(f"- exact search: **{vq:.3g}** vector-queries (test sets) + **{mi_vq:.3g}** (mining); "
-                 f"on this CPU {vq / vq_rate / 3600:,.0f} + {mi_vq / vq_rate / 3600:,.0f} h; GPU not measured")
-        self.out(f"- CPU-hours of the corpus streams: merge_runs {mr_total / 3600:,.1f}, embed_shard's read "
-                 f"{stream_total / 3600:,.1f}, split_sentences {sp_s / 3600:,.1f}, subset_corpus {su_s / 3600:,.1f}; "
-                 f"index_shard {ix_vec * build_s_per_vec / 3600:,.1f}")
+        self.out(
+            f"  - of which the sweep's {len(sweep)} passage encoders (`attribution.sweep`, fractions below 1) "
+            f"over {wiki}: {len(sweep)} x {self.size(wiki):,} = {len(sweep) * self.size(wiki):,} passages"
+        )
+        self.out(
+            f"- training: **{steps['dpr']:,}** DPR and **{steps['dcsr']:,}** DCSR steps of {batch} questions "
+            f"on {gpus} GPUs; GPU-h: DPR {train_h[0]}, DCSR {train_h[1]}"
+        )
+        self.out(
+            f"- exact search: **{vq:.3g}** vector-queries (test sets) + **{mi_vq:.3g}** (mining); "
+            f"on this CPU {vq / vq_rate / 3600:,.0f} + {mi_vq / vq_rate / 3600:,.0f} h; GPU not measured"
+        )
+        self.out(
+            f"- CPU-hours of the corpus streams: merge_runs {mr_total / 3600:,.1f}, embed_shard's read "
+            f"{stream_total / 3600:,.1f}, split_sentences {sp_s / 3600:,.1f}, subset_corpus {su_s / 3600:,.1f}; "
+            f"index_shard {ix_vec * build_s_per_vec / 3600:,.1f}"
+        )
         return "\n".join(self.lines)
 
 
@@ -398,8 +539,11 @@ def main() -> None:
     ap.add_argument("--gpu-train-steps-per-s-dpr", type=float, help="DPR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-train-steps-per-s-dcsr", type=float, help="DCSR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-search-vector-queries-per-s", type=float, help="faiss-gpu Flat: questions x vectors per s")
-    ap.add_argument("--sentences-per-passage", type=float,
-                    help="DCSR vectors per passage of the real corpus (split_sentences' stats.json); default: measured")
+    ap.add_argument(
+        "--sentences-per-passage",
+        type=float,
+        help="DCSR vectors per passage of the real corpus (split_sentences' stats.json); default: measured",
+    )
     ap.add_argument("--doc", help="markdown file whose generated part is replaced")
     ap.add_argument("--json", help="write the totals here")
     args = ap.parse_args()
@@ -408,19 +552,25 @@ def main() -> None:
     if args.dryrun:
         text = Path(args.dryrun).read_text()
     else:
-        text = subprocess.run(["snakemake", "-n", "--configfile", args.config], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout
+        text = subprocess.run(
+            ["snakemake", "-n", "--configfile", args.config], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
     tp = json.loads(Path(args.throughputs).read_text())
-    gpu = {"embed_passages_per_s": args.gpu_embed_passages_per_s, "train_steps_per_s_dpr": args.gpu_train_steps_per_s_dpr,
-           "train_steps_per_s_dcsr": args.gpu_train_steps_per_s_dcsr,
-           "search_vector_queries_per_s": args.gpu_search_vector_queries_per_s,
-           "sentences_per_passage": args.sentences_per_passage}
+    gpu = {
+        "embed_passages_per_s": args.gpu_embed_passages_per_s,
+        "train_steps_per_s_dpr": args.gpu_train_steps_per_s_dpr,
+        "train_steps_per_s_dcsr": args.gpu_train_steps_per_s_dcsr,
+        "search_vector_queries_per_s": args.gpu_search_vector_queries_per_s,
+        "sentences_per_passage": args.sentences_per_passage,
+    }
     given = {k: v for k, v in gpu.items() if v is not None}
     plan = Plan(cfg, dry_run_jobs(text), tp, gpu)
     body = plan.build()
-    head = (f"Generated from `{Path(args.config).relative_to(ROOT) if Path(args.config).is_absolute() else args.config}`, "
-            f"the throughputs of {tp['date']} ({tp['machine']}; load {tp['load_before']} -> {tp['load_after']}) "
-            f"and given inputs: {json.dumps(given) if given else 'none (every GPU rate not measured)'}.")
+    head = (
+        f"Generated from `{Path(args.config).relative_to(ROOT) if Path(args.config).is_absolute() else args.config}`, "
+        f"the throughputs of {tp['date']} ({tp['machine']}; load {tp['load_before']} -> {tp['load_after']}) "
+        f"and given inputs: {json.dumps(given) if given else 'none (every GPU rate not measured)'}."
+    )
     generated = f"{BEGIN}\n{head}\n\n{body}\n{END}"
     print(generated)
     if args.doc:

@@ -115,8 +115,11 @@ def held_passages(path: str) -> dict:
     spans = sentence_spans(str(Path(path).parent / "sentences.tsv"), set(ids))
     gc.collect()
     after_spans = rss_bytes()
-    return {"passages": len(ids), "text_bytes_per_passage": (after_texts - base) / len(ids),
-            "span_bytes_per_passage": (after_spans - after_texts) / max(1, len(spans))}
+    return {
+        "passages": len(ids),
+        "text_bytes_per_passage": (after_texts - base) / len(ids),
+        "span_bytes_per_passage": (after_spans - after_texts) / max(1, len(spans)),
+    }
 
 
 # ----------------------------------------------------------------------- FAISS
@@ -151,8 +154,12 @@ def faiss_search(index_path: str, ids_npy: str, queries: int, ks: list[int], rep
     out = {"load_seconds": load_s, "faiss_threads": faiss.omp_get_max_threads(), "by_k": {}}
     for k in ks:
         med, times, _ = timed(lambda: search_index(index, ids, q, k), repeats)
-        out["by_k"][str(k)] = {"median_s": med, "times_s": times, "queries_per_s": queries / med,
-                               "vector_queries_per_s": queries * index.ntotal / med}
+        out["by_k"][str(k)] = {
+            "median_s": med,
+            "times_s": times,
+            "queries_per_s": queries / med,
+            "vector_queries_per_s": queries * index.ntotal / med,
+        }
     return out
 
 
@@ -174,17 +181,25 @@ def main() -> None:
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="dcsr-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    result = {"benchmark": "scale_throughput", "machine": machine(), "date": datetime.datetime.now(
-        datetime.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv),
-        "load_before": load_avg(), "settings": vars(args)}
+    result = {
+        "benchmark": "scale_throughput",
+        "machine": machine(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "load_before": load_avg(),
+        "settings": vars(args),
+    }
 
     # (a) corpus streaming ---------------------------------------------------------------
     t0 = time.perf_counter()
     tsv, gz, distinct = synthetic_corpus(args.squad, args.passages, work)
     print(f"corpus written in {time.perf_counter() - t0:.1f} s: {tsv}", file=sys.stderr)
-    stream = {"passages": args.passages, "distinct_real_passages": distinct,
-              "tsv_bytes_per_passage": tsv.stat().st_size / args.passages,
-              "gz_bytes_per_passage": gz.stat().st_size / args.passages}
+    stream = {
+        "passages": args.passages,
+        "distinct_real_passages": distinct,
+        "tsv_bytes_per_passage": tsv.stat().st_size / args.passages,
+        "gz_bytes_per_passage": gz.stat().st_size / args.passages,
+    }
     for name, path in (("tsv", tsv), ("tsv.gz", gz)):
         med, times, n = timed(lambda: count_passages(path), args.repeats)
         assert n == args.passages
@@ -193,8 +208,12 @@ def main() -> None:
     # early stop never comes before the end
     wanted = set(range(1, args.passages + 1, 7)) | {args.passages}
     med, times, _ = timed(lambda: passage_texts(gz, wanted), args.repeats)
-    stream["passage_texts_gz"] = {"wanted": len(wanted), "median_s": med, "times_s": times,
-                                  "passages_per_s": args.passages / med}
+    stream["passage_texts_gz"] = {
+        "wanted": len(wanted),
+        "median_s": med,
+        "times_s": times,
+        "passages_per_s": args.passages / med,
+    }
     result["stream"] = stream
     print(f"(a) load {load_avg()}", file=sys.stderr)
 
@@ -206,12 +225,17 @@ def main() -> None:
     write_corpus(small, (p for p, _ in zip(iter_passages(tsv), range(args.split_passages))))
     table = small.parent / "sentences.tsv"
     med, times, stats = timed(lambda: split_corpus(small, table, progress=False), args.repeats)
-    result["split"] = {"passages": stats["passages"], "median_s": med, "times_s": times,
-                       "passages_per_s": stats["passages"] / med, "sentences": stats["sentences"],
-                       "sentences_per_passage": stats["mean_sentences_per_passage"],
-                       "max_sentences_per_passage": stats["max_sentences_per_passage"],
-                       "table_bytes_per_sentence": table.stat().st_size / stats["sentences"],
-                       "splitter": f"{stats['splitter']} {stats['splitter_version']}"}
+    result["split"] = {
+        "passages": stats["passages"],
+        "median_s": med,
+        "times_s": times,
+        "passages_per_s": stats["passages"] / med,
+        "sentences": stats["sentences"],
+        "sentences_per_passage": stats["mean_sentences_per_passage"],
+        "max_sentences_per_passage": stats["max_sentences_per_passage"],
+        "table_bytes_per_sentence": table.stat().st_size / stats["sentences"],
+        "splitter": f"{stats['splitter']} {stats['splitter_version']}",
+    }
     # a DCSR shard holds at most dcsr.max_sentences (10) vectors per passage
     counts = [len(spans) for _, spans in passage_sentences(table)]
     result["split"]["vectors_per_passage_max10"] = sum(min(c, 10) for c in counts) / len(counts)
@@ -239,8 +263,10 @@ def main() -> None:
     # (d) bytes per vector -------------------------------------------------------------------
     n, d = args.vectors, args.dim
     result["bytes"] = {
-        "npy_fp16_per_vector": npy16.stat().st_size / n, "npy_fp32_per_vector": npy32.stat().st_size / n,
-        "ids_per_vector": ids_npy.stat().st_size / n, "sents_per_vector": sents_npy.stat().st_size / n,
+        "npy_fp16_per_vector": npy16.stat().st_size / n,
+        "npy_fp32_per_vector": npy32.stat().st_size / n,
+        "ids_per_vector": ids_npy.stat().st_size / n,
+        "sents_per_vector": sents_npy.stat().st_size / n,
         "faiss_flat_per_vector": index.stat().st_size / n,
         "arithmetic": {"fp16": 2 * d, "fp32": 4 * d, "ids": 8, "sents": 4, "faiss_flat": 4 * d},
     }
@@ -249,14 +275,16 @@ def main() -> None:
         shutil.rmtree(work)
     emit(result, args.out)
     s, f = result["stream"], result["faiss"]
-    print(f"\nsummary (load {result['load_before']} -> {result['load_after']}):\n"
-          f"  stream .tsv {s['tsv']['passages_per_s']:,.0f} passages/s, .tsv.gz {s['tsv.gz']['passages_per_s']:,.0f}"
-          f" passages/s, passage_texts .gz {s['passage_texts_gz']['passages_per_s']:,.0f} passages/s\n"
-          f"  split {result['split']['passages_per_s']:,.0f} passages/s, {result['split']['sentences_per_passage']:.2f}"
-          f" sentences/passage\n"
-          f"  FAISS Flat {f['vectors']:,} x {d}: build {f['build']['seconds']:.1f} s, "
-          + ", ".join(f"k={k}: {v['queries_per_s']:,.0f} q/s" for k, v in f["by_k"].items()),
-          file=sys.stderr)
+    print(
+        f"\nsummary (load {result['load_before']} -> {result['load_after']}):\n"
+        f"  stream .tsv {s['tsv']['passages_per_s']:,.0f} passages/s, .tsv.gz {s['tsv.gz']['passages_per_s']:,.0f}"
+        f" passages/s, passage_texts .gz {s['passage_texts_gz']['passages_per_s']:,.0f} passages/s\n"
+        f"  split {result['split']['passages_per_s']:,.0f} passages/s, {result['split']['sentences_per_passage']:.2f}"
+        f" sentences/passage\n"
+        f"  FAISS Flat {f['vectors']:,} x {d}: build {f['build']['seconds']:.1f} s, "
+        + ", ".join(f"k={k}: {v['queries_per_s']:,.0f} q/s" for k, v in f["by_k"].items()),
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":
