@@ -15,8 +15,12 @@ from .checkpoints import resolve_checkpoint
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def make_tiny_bert(out_dir: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2, heads: int = 2) -> Path:
-    """Write a tiny random BERT checkpoint (model + tokenizer) to ``out_dir`` and return it."""
+def make_tiny_bert(out_dir: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2, heads: int = 2,
+                   intermediate: int | None = None) -> Path:
+    """Write a tiny random BERT checkpoint (model + tokenizer) to ``out_dir`` and return it.
+
+    ``hidden=768, layers=12, heads=12, intermediate=3072`` is bert-base-uncased's shape (its
+    vocabulary is MiniLM's), random: what throughput benchmarks need without a model hub."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -30,7 +34,7 @@ def make_tiny_bert(out_dir: str | Path, seed: int = 0, hidden: int = 32, layers:
         hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
-        intermediate_size=hidden * 2,
+        intermediate_size=intermediate or hidden * 2,
         max_position_embeddings=512,
     )
     BertModel(config, add_pooling_layer=False).save_pretrained(out_dir)
