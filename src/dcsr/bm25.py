@@ -34,9 +34,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import InputError
-from .formats import iter_biencoder, iter_json_array, iter_passages, write_biencoder
+from .formats import iter_json_array, iter_passages, write_biencoder
 from .fsutil import atomic_path
-from .mining import select_negatives
+from .mining import select_negatives, training_questions
 from .runs import read_trec
 
 log = logging.getLogger(__name__)
@@ -361,23 +361,9 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
         raise InputError("mine_hard_negatives", "n_negatives and depth must be >= 1")
     t0 = time.time()
     # Pass 1: the questions, answers and positive ids (the records themselves stay on disk).
-    questions: list[str] = []
-    answers: list[list[str]] = []
-    positive_ids: list[set[int]] = []
-    positive_texts: list[set[str]] = []
-    mine: list[bool] = []
-    for rec in iter_biencoder(train_json, require_positive=False):
-        questions.append(rec["question"])
-        answers.append(rec["answers"])
-        ids, texts = set(), set()
-        for ctx in rec["positive_ctxs"]:
-            pid = ctx.get("passage_id")
-            if pid is not None and str(pid).strip().lstrip("-").isdigit():
-                ids.add(int(pid))
-            texts.add(ctx["text"].strip())
-        positive_ids.append(ids)
-        positive_texts.append(texts)
-        mine.append(not (keep_existing and rec["hard_negative_ctxs"]))
+    has_hard: list[bool] = []
+    questions, answers, positive_ids, positive_texts = training_questions(train_json, has_hard)
+    mine = [not (keep_existing and h) for h in has_hard]
     nq = len(questions)
     log.info("%s: %d questions (%d to mine)", train_json, nq, sum(mine))
 

@@ -45,14 +45,17 @@ SENTENCE_SLOTS = 1 << 12
 # --------------------------------------------------------------------------- training questions
 
 
-def training_questions(train_json: str | os.PathLike):
+def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[bool] | None = None):
     """``(questions, answers, positive_ids, positive_texts)`` of a DPR biencoder JSON, streamed
-    (the records themselves stay on disk)."""
+    (the records themselves stay on disk). ``has_hard_negatives``, if given, gets whether each
+    record already has hard negatives (BM25 mining can keep those)."""
     questions: list[str] = []
     answers: list[list[str]] = []
     positive_ids: list[set[int]] = []
     positive_texts: list[set[str]] = []
     for rec in iter_biencoder(train_json, require_positive=False):
+        if has_hard_negatives is not None:
+            has_hard_negatives.append(bool(rec["hard_negative_ctxs"]))
         questions.append(rec["question"])
         answers.append(rec["answers"])
         ids, texts = set(), set()

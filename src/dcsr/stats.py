@@ -71,6 +71,26 @@ def _cell(stat: str, v) -> str:
     return f"{v:.2f}" if stat == "avg" else f"{int(v):,}"
 
 
+def write_statistics_csv(rows: Sequence[tuple[str, str | None, dict]], paper_numbers_path: str | os.PathLike,
+                         paper_key: str, statistics: Sequence[str], csv_path: str | os.PathLike) -> tuple[str, dict]:
+    """A statistics table as CSV (long: row, paper dataset, statistic, ours, paper, paper
+    source), the paper's numbers (``paper_key`` of ``paper_numbers_path``, by the row's paper
+    dataset name) beside ours. Returns the paper table's source and rows, for the Markdown."""
+    paper = load_paper_numbers(paper_numbers_path).get(paper_key, {})
+    source = paper.get("source", paper_key)
+    paper_rows = paper.get("rows", {})
+    with atomic_open(csv_path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["row", "paper_dataset", "statistic", "ours", "paper", "paper_source"])
+        for label, name, stats in rows:
+            pr = paper_rows.get(name) if name else None
+            for stat in statistics:
+                pv = pr.get(stat) if pr else None
+                w.writerow([label, name or "", stat, stats.get(stat, ""), "" if pv is None else pv,
+                            source if pv is not None else ""])
+    return source, paper_rows
+
+
 def write_table1(rows: Sequence[tuple[str, str | None, dict]], paper_numbers_path: str | os.PathLike,
                  csv_path: str | os.PathLike, md_path: str | os.PathLike) -> None:
     """Write Table 1 as CSV (long: one line per row x statistic, ``ours`` and ``paper``) and Markdown.
@@ -79,18 +99,8 @@ def write_table1(rows: Sequence[tuple[str, str | None, dict]], paper_numbers_pat
     :func:`questions_per_gold_passage`. In the Markdown each of our rows ("<label> (ours)") is
     followed by a separate "<paper name> (paper)" row when the paper reports that dataset.
     """
-    paper = load_paper_numbers(paper_numbers_path).get(TABLE1, {})
-    source = paper.get("source", TABLE1)
-    paper_rows = paper.get("rows", {})
-    with atomic_open(csv_path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["row", "paper_dataset", "statistic", "ours", "paper", "paper_source"])
-        for label, name, stats in rows:
-            pr = paper_rows.get(name) if name else None
-            for s in STATISTICS + ("without_positive",):
-                pv = pr.get(s) if pr else None
-                w.writerow([label, name or "", s, stats.get(s, ""), "" if pv is None else pv,
-                            source if pv is not None else ""])
+    source, paper_rows = write_statistics_csv(rows, paper_numbers_path, TABLE1, STATISTICS + ("without_positive",),
+                                              csv_path)
 
     head = ["Training set", "Questions", "Gold passages", "1", "2", "3", "≥4", "Avg"]
     lines = ["# Questions per gold passage (DCSR paper, Table 1)", "",
@@ -223,17 +233,7 @@ def write_appendix_b(rows: Sequence[tuple[str, str | None, dict]], paper_numbers
     ``rows`` are ``(label, paper dataset name or None, stats)`` with ``stats`` from
     :func:`dev_positives_in_train`.
     """
-    paper = load_paper_numbers(paper_numbers_path).get(APPENDIX_B, {})
-    source = paper.get("source", APPENDIX_B)
-    paper_rows = paper.get("rows", {})
-    with atomic_open(csv_path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["row", "paper_dataset", "statistic", "ours", "paper", "paper_source"])
-        for label, name, stats in rows:
-            pr = paper_rows.get(name) if name else None
-            for s in APPENDIX_B_STATISTICS:
-                pv = pr.get(s) if pr else None
-                w.writerow([label, name or "", s, stats[s], "" if pv is None else pv, source if pv is not None else ""])
+    source, paper_rows = write_statistics_csv(rows, paper_numbers_path, APPENDIX_B, APPENDIX_B_STATISTICS, csv_path)
 
     def count(values: dict, k: str) -> str:
         if values.get(k) is None:
