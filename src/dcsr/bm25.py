@@ -34,9 +34,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import InputError
-from .formats import iter_json_array, iter_passages, write_biencoder
+from .formats import iter_passages
 from .fsutil import atomic_path
-from .mining import select_negatives, training_questions
+from .mining import select_negatives, training_questions, write_mined_negatives
 from .runs import read_trec
 
 log = logging.getLogger(__name__)
@@ -381,27 +381,7 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
                                                  n_negatives, match_type, mine=mine)
 
     # Pass 2: write every record with its new hard negatives.
-    n_with, n_total = 0, 0
-
-    def records():
-        nonlocal n_with, n_total
-        for q, (_line, rec) in enumerate(iter_json_array(train_json)):
-            if mine[q]:
-                negs = []
-                for rank in selected[q]:
-                    pid = int(pids[q, rank])
-                    title, text = texts[pid]
-                    negs.append({"title": title, "text": text, "score": round(float(scores[q, rank]), 6),
-                                 "passage_id": str(pid)})
-                rec = dict(rec)
-                rec["hard_negative_ctxs"] = negs
-                n_with += bool(negs)
-                n_total += len(negs)
-            yield rec
-
-    written = write_biencoder(out_json, records())
-    if written != nq:
-        raise InputError(str(train_json), f"changed while mining ({nq} records, then {written})")
+    n_with, n_total = write_mined_negatives(train_json, out_json, nq, selected, pids, scores, texts, mine=mine)
     n_mined = sum(mine)
     stats = {
         "questions": nq,

@@ -220,6 +220,42 @@ def first_sentence_per_passage(scores: np.ndarray, keys: np.ndarray):
     return out_scores, out_pids, out_sents
 
 
+def write_mined_negatives(train_json: str | os.PathLike, out_json: str | os.PathLike, nq: int,
+                          selected: Sequence[Sequence[int]], pids: np.ndarray, scores: np.ndarray,
+                          texts: dict, sents: np.ndarray | None = None,
+                          mine: Sequence[bool] | None = None) -> tuple[int, int]:
+    """Write ``train_json`` to ``out_json`` (atomically) with each mined record's
+    ``hard_negative_ctxs`` replaced by its ``selected`` hits (ranks into ``pids``/``scores``
+    ``[nq, depth]``; ``texts``: passage id -> (title, text); ``sents``: a DCSR miner's sentence
+    numbers); ``mine[q]`` false keeps record ``q`` as it is. Returns ``(records with negatives,
+    negatives written)``; a training file that changed meanwhile is an error."""
+    n_with, n_total = 0, 0
+
+    def records():
+        nonlocal n_with, n_total
+        for q, (_line, rec) in enumerate(iter_json_array(train_json)):
+            if mine is None or mine[q]:
+                negs = []
+                for rank in selected[q]:
+                    pid = int(pids[q, rank])
+                    title, text = texts[pid]
+                    ctx = {"title": title, "text": text, "score": round(float(scores[q, rank]), 6),
+                           "passage_id": str(pid)}
+                    if sents is not None:
+                        ctx["sentence"] = int(sents[q, rank])
+                    negs.append(ctx)
+                rec = dict(rec)
+                rec["hard_negative_ctxs"] = negs
+                n_with += bool(negs)
+                n_total += len(negs)
+            yield rec
+
+    written = write_biencoder(out_json, records())
+    if written != nq:
+        raise InputError(str(train_json), f"changed while mining ({nq} records, then {written})")
+    return n_with, n_total
+
+
 def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.PathLike,
                          corpus_tsv: str | os.PathLike, shards: Sequence[tuple[str, str, str]],
                          out_json: str | os.PathLike, n_negatives: int = 30, depth: int = 100,
@@ -263,29 +299,7 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
     selected, texts, checked = select_negatives(pids, corpus_tsv, answers, positive_ids, positive_texts,
                                                 n_negatives, match_type, progress=progress)
 
-    n_with, n_total = 0, 0
-
-    def records():
-        nonlocal n_with, n_total
-        for q, (_line, rec) in enumerate(iter_json_array(train_json)):
-            negs = []
-            for rank in selected[q]:
-                pid = int(pids[q, rank])
-                title, text = texts[pid]
-                ctx = {"title": title, "text": text, "score": round(float(scores[q, rank]), 6),
-                       "passage_id": str(pid)}
-                if sents is not None:
-                    ctx["sentence"] = int(sents[q, rank])
-                negs.append(ctx)
-            rec = dict(rec)
-            rec["hard_negative_ctxs"] = negs
-            n_with += bool(negs)
-            n_total += len(negs)
-            yield rec
-
-    written = write_biencoder(out_json, records())
-    if written != nq:
-        raise InputError(str(train_json), f"changed while mining ({nq} records, then {written})")
+    n_with, n_total = write_mined_negatives(train_json, out_json, nq, selected, pids, scores, texts, sents)
     stats = {"questions": nq, "with_negatives": n_with, "mean_negatives": round(n_total / nq, 3) if nq else 0.0,
              "answer_checks": checked, "shards": len(shards), "depth": depth,
              "miner": "sentences" if sentence_level else "passages"}
