@@ -21,3 +21,16 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture()
+def one_thread():
+    """One intra-op thread (tests of the tiny model use it): the tiny model gains nothing from
+    more, and on a shared machine OpenMP threads contending for busy cores slow its small
+    matmuls down many times."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -25,12 +25,7 @@ from dcsr.train import export_untrained
 SETTINGS = {"question_max_length": 32, "passage_max_length": 96}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the machine is shared; the tiny model gains nothing from more
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one intra-op thread
 
 
 @pytest.fixture(scope="module")

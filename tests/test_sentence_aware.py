@@ -16,12 +16,7 @@ TEXT = "Paris is a city. It lies in France. The Seine flows there."
 SPANS = [(0, 16), (17, 35), (36, 58)]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the machine is shared; the tiny model gains nothing from more
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one intra-op thread
 
 
 @pytest.fixture(scope="module")

@@ -39,14 +39,7 @@ def make_records(n):
     } for i, w in enumerate(words)]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: the tiny model gains nothing from more, and on a shared machine
-    OpenMP threads contending for busy cores slow its small matmuls down many times."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one intra-op thread
 
 
 @pytest.fixture()
