@@ -39,7 +39,7 @@ def test_wrong_type_is_reported_with_its_key(cfg, repo):
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][2].update(question="nope"), "tables.dpr_dcsr.rows.2.question"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"encyclopedia": "nope"}, passage={"encyclopedia": "dpr"}),
          "tables.dpr_dcsr.rows.3.question.encyclopedia"),
-        (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"trivia": "dpr"}, passage={"trivia": "dpr"}),
+        (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"squad": "dpr"}, passage={"squad": "dpr"}),
          "tables.dpr_dcsr.rows.3.question"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(question={"encyclopedia": "dpr"}), "tables.dpr_dcsr.rows.3"),
         (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(datasets={"encyclopedia": "nope"}),

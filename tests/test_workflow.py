@@ -67,17 +67,24 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     results = tmp_path / "results"
     rows = list(csv.DictReader(open(results / "tables" / "dpr_dcsr.csv")))
-    got = {(row["row"], row["metric"]): float(row["ours"]) for row in rows}
+    got = {(row["row"], row["test_set"], row["metric"]): float(row["ours"]) for row in rows}
     labels = ("BM25", "Untrained MiniLM (passages)", "Untrained MiniLM (sentences + HasAns)", "DPR", "DCSR")
-    assert set(r for r, _ in got) == set(labels)
-    for (row, metric), value in got.items():
+    test_sets = ("encyclopedia", "trivia", "chat")
+    # every row on every test set (DCSR Table 2 style), each metric once
+    assert len(rows) == len(got) == len(labels) * len(test_sets) * 4
+    assert {(r, t) for r, t, _ in got} == {(r, t) for r in labels for t in test_sets}
+    for value in got.values():
         assert 0.0 <= value <= 100.0
     # recall is monotone in k for every row
     for row in labels:
-        vals = [got[(row, f"top{k}")] for k in (1, 5, 20, 100)]
-        assert vals == sorted(vals), (row, vals)
+        for ts in test_sets:
+            vals = [got[(row, ts, f"top{k}")] for k in (1, 5, 20, 100)]
+            assert vals == sorted(vals), (row, ts, vals)
     # the tiny corpus has fewer than 100 passages per question's reach: top-100 sees them all
-    assert got[("BM25", "top100")] == 100.0
+    assert all(got[("BM25", ts, "top100")] == 100.0 for ts in test_sets)
+    # the DPR row's columns are the in-domain models (Single): its trivia cell is dpr-trivia's run
+    trivia_dpr = json.loads((results / "metrics" / "demo" / "dpr-trivia" / "dpr-trivia" / "trivia.json").read_text())
+    assert got[("DPR", "trivia", "top5")] == pytest.approx(trivia_dpr["top5"], abs=0.005)
     # every rule wrote a log, and the trained models have the documented layout
     for model, method in (("dpr", "dpr"), ("dcsr", "dcsr")):
         assert (results / "logs" / "train_biencoder" / f"{model}.log").stat().st_size > 0
@@ -96,7 +103,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     first_q = [line.split()[2] for line in run if line.split()[0] == run[0].split()[0]]
     assert len(first_q) == len(set(first_q)) == min(100, len(dpr_ids))
     md = (results / "tables" / "dpr_dcsr.md").read_text()
-    assert "| DCSR | encyclopedia |" in md
+    assert "| DCSR | encyclopedia |" in md and "| DCSR | chat |" in md
     # DCSR Table 1 (questions per gold passage) and Figure 4 (dev accuracy per epoch, DPR and DCSR)
     table1 = list(csv.DictReader(open(results / "tables" / "table1_questions_per_passage.csv")))
     assert {r["row"] for r in table1} == {"encyclopedia", "trivia", "chat"} and "encyclopedia (ours)" in (results / "tables" / "table1_questions_per_passage.md").read_text()
