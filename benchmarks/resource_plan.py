@@ -5,7 +5,8 @@ Inputs:
         its full output: every job with its wildcards and resources), from ``--dryrun`` or run here;
   (ii)  the corpus sizes of the config (``corpora.*``, through ``dcsr.config.corpus_size``) and
         the question counts of DPR's datasets (the attribution paper's Table 1, from DPR);
-  (iii) the CPU throughputs measured by ``benchmarks/scale_throughput.py`` (``--throughputs``);
+  (iii) the CPU throughputs measured by ``benchmarks/scale_throughput.py`` (``--throughputs``)
+        and ``benchmarks/passage_store.py`` (``--store-throughput``);
   (iv)  GPU throughputs, which are named inputs without defaults: where one is missing the
         plan prints its formula and "not measured" instead of a number.
 
@@ -87,8 +88,8 @@ def fmt_hours(seconds: float | None, formula: str) -> str:
 
 
 class Plan:
-    def __init__(self, cfg: dict, jobs: list[dict], tp: dict, gpu: dict):
-        self.cfg, self.jobs, self.tp, self.gpu = cfg, jobs, tp, gpu
+    def __init__(self, cfg: dict, jobs: list[dict], tp: dict, gpu: dict, store: dict):
+        self.cfg, self.jobs, self.tp, self.gpu, self.store = cfg, jobs, tp, gpu, store
         cfg["models"].update(sweep_models(cfg))
         self.count = Counter(j["rule"] for j in jobs)
         # DCSR's vectors per passage: measured on SQuAD's Wikipedia passages unless given (e.g. from
@@ -218,6 +219,8 @@ class Plan:
         corpus_b = tp["stream"]["tsv_bytes_per_passage"]
         subsets = [c for c, cc in cfg["corpora"].items() if "subset" in cc]
         disk["corpus subsets (.tsv)"] = sum(self.size(c) for c in subsets) * corpus_b
+        store_corpora = {j["wildcards"]["corpus"] for j in self.jobs if j["rule"] == "passage_store"}
+        disk["passage stores"] = sum(self.size(c) for c in store_corpora) * self.store["store_bytes"] / self.store["passages"]
         sent_b = tp["split"]["table_bytes_per_sentence"] * tp["split"]["sentences_per_passage"]
         disk["sentence tables"] = sum(self.size(c) for c in cfg["corpora"]) * sent_b
         ckpt = BERT_BASE_PARAMS * 4 * 2  # question + passage encoder, float32
@@ -236,6 +239,10 @@ class Plan:
         self.out(
             f"| corpus subsets (.tsv) | {fmt_bytes(disk['corpus subsets (.tsv)'])} | "
             f"{sum(self.size(c) for c in subsets):,} passages x {corpus_b:.0f} B (measured on SQuAD's Wikipedia text) |"
+        )
+        self.out(
+            f"| passage stores | {fmt_bytes(disk['passage stores'])} | {len(store_corpora)} corpora's passages x "
+            f"{self.store['store_bytes'] / self.store['passages']:.0f} B (`passages.jsonl` + ids + offsets, measured) |"
         )
         self.out(
             f"| sentence tables | {fmt_bytes(disk['sentence tables'])} | every corpus's passages x "
@@ -285,7 +292,9 @@ class Plan:
 
         # embed_shard
         emb = [j for j in self.jobs if j["rule"] == "embed_shard"]
-        stream_total = sum(self.stream_seconds(j["wildcards"]["corpus"]) for j in emb)
+        # each job reads its shard's rows from the corpus's passage store, at the measured rate
+        shard_read_s_per_passage = self.store["shard_store_s"] / self.store["shard_passages"]
+        stream_total = sum(pps_all[j["wildcards"]["corpus"]] * shard_read_s_per_passage for j in emb)
         enc_passages = sum(pps_all[j["wildcards"]["corpus"]] for j in emb)
         mem_dcsr = pps * (mem_embed_text + mem_embed_spans + self.vpp_dcsr * (4 * DIM + vec_b + side_b))
         mem_dpr = pps * (mem_embed_text + 4 * DIM + vec_b + side_b)
@@ -294,13 +303,13 @@ class Plan:
             (
                 "embed_shard",
                 len(emb),
-                f"whole corpus streamed (`shard_passages` keeps 1 row in {self.shards(wiki)}) + DCSR: the sentence "
+                f"the shard's rows from the passage store (1 row in {self.shards(wiki)}) + DCSR: the whole sentence "
                 f"table -> {fmt_bytes(pps * vec_b)} (DPR) / {fmt_bytes(pps * self.vpp_dcsr * vec_b)} (DCSR) of vectors",
                 f"{fmt_bytes(mem_dcsr)} DCSR, {fmt_bytes(mem_dpr)} DPR",
                 f"{cfg_mem.get('embed_shard')}",
-                f"corpus stream {self.stream_seconds(wiki) / 60:,.1f} min CPU + GPU "
+                f"store read {pps * shard_read_s_per_passage / 60:,.1f} min CPU + GPU "
                 + (f"{pps / ge / 60:,.1f} min" if ge else "not measured (passages / GPU passages/s)"),
-                f"stream {stream_total / 3600:,.1f} CPU-h; GPU {fmt_hours(gpu_s, f'{enc_passages:,} passages / --gpu-embed-passages-per-s')}",
+                f"store reads {stream_total / 3600:,.1f} CPU-h; GPU {fmt_hours(gpu_s, f'{enc_passages:,} passages / --gpu-embed-passages-per-s')}",
             )
         )
         # index_shard
@@ -354,7 +363,17 @@ class Plan:
         )
         # merge_runs
         mr = [j for j in self.jobs if j["rule"] == "merge_runs"]
-        mr_total = sum(self.stream_seconds(j["wildcards"]["corpus"]) for j in mr)
+        st = self.store
+        lookup_s_per_passage = st["lookup_store_s"] / st["wanted"]
+        k_runs = int(cfg["search"]["k"])
+
+        def mr_lookup_s(j) -> float:
+            """The run's passages read from the store: at most questions x k distinct ids."""
+            w = j["wildcards"]
+            return min(self.test_questions(w["dataset"]) * k_runs, self.size(w["corpus"])) * lookup_s_per_passage
+
+        mr_total = sum(mr_lookup_s(j) for j in mr)
+        mr_slowest = max(mr, key=mr_lookup_s)
         on_wiki = sum(1 for j in mr if j["wildcards"]["corpus"] == wiki)
         # the merge holds every shard's hits of one question set, then lexsorts them
         mr_big = max(
@@ -369,13 +388,14 @@ class Plan:
             (
                 "merge_runs",
                 len(mr),
-                f"hits of every shard + the whole corpus (`passage_texts`) -> run, metrics",
+                f"hits of every shard + the hit passages from the corpus's store -> run, metrics",
                 f"{fmt_bytes(mr_hits * 12)} of hits ({w['dataset']} on a DCSR {w['corpus']} index: "
                 f"{self.test_questions(w['dataset']):,} x {depth[w['pmodel']]:.0f} x {pairs[(w['corpus'], w['pmodel'])]} "
                 f"shards x 12 B), about twice that while sorted, + the hit passages' text",
                 f"{cfg_mem.get('merge_runs')}",
-                f"{self.stream_seconds(wiki) / 60:,.1f} min ({wiki}: {on_wiki} of the {len(mr)} runs)",
-                f"{mr_total / 3600:,.1f} CPU-h, nearly all of it re-reading the corpus",
+                f"{mr_lookup_s(mr_slowest):,.1f} s of store reads at most ({mr_slowest['wildcards']['dataset']}: "
+                f"{self.test_questions(mr_slowest['wildcards']['dataset']):,} x {k_runs} passages; {on_wiki} of the {len(mr)} runs on {wiki})",
+                f"{mr_total / 3600:,.2f} CPU-h of store reads (merging and scoring not measured)",
             )
         )
         # mine_dense_negatives
@@ -398,6 +418,21 @@ class Plan:
                 + fmt_hours(
                     mi_vq / gs if gs else None, f"{mi_vq:.3g} vector-queries / --gpu-search-vector-queries-per-s"
                 ),
+            )
+        )
+        # passage_store
+        ps = [j for j in self.jobs if j["rule"] == "passage_store"]
+        ps_rate = st["passages"] / st["store_build_s"]
+        ps_s = sum(self.size(j["wildcards"]["corpus"]) for j in ps) / ps_rate
+        rows.append(
+            (
+                "passage_store",
+                len(ps),
+                f"corpus -> passages.jsonl + ids/offsets ({fmt_bytes(self.size(wiki) * st['store_bytes'] / st['passages'])} for {wiki})",
+                f"{fmt_bytes(self.size(wiki) * 16)} of ids and offsets ({wiki})",
+                f"{cfg_mem.get('passage_store')}",
+                f"{self.size(wiki) / ps_rate / 60:,.1f} min ({wiki}, from {self.corpus_format(wiki)})",
+                f"{ps_s / 3600:,.1f} CPU-h",
             )
         )
         # split_sentences, subset_corpus
@@ -493,6 +528,7 @@ class Plan:
             "disk_bytes": total,
             "disk": dict(disk),
             "merge_runs_cpu_h": mr_total / 3600,
+            "passage_store_cpu_h": ps_s / 3600,
             "embed_stream_cpu_h": stream_total / 3600,
             "embed_passages": enc_passages,
             "search_vector_queries": vq,
@@ -523,8 +559,9 @@ class Plan:
             f"on this CPU {vq / vq_rate / 3600:,.0f} + {mi_vq / vq_rate / 3600:,.0f} h; GPU not measured"
         )
         self.out(
-            f"- CPU-hours of the corpus streams: merge_runs {mr_total / 3600:,.1f}, embed_shard's read "
-            f"{stream_total / 3600:,.1f}, split_sentences {sp_s / 3600:,.1f}, subset_corpus {su_s / 3600:,.1f}; "
+            f"- CPU-hours of reading the corpus: embed_shard's store reads {stream_total / 3600:,.1f}, passage_store "
+            f"{ps_s / 3600:,.1f}, split_sentences {sp_s / 3600:,.1f}, subset_corpus {su_s / 3600:,.1f}; merge_runs' "
+            f"store reads {mr_total / 3600:,.2f}; "
             f"index_shard {ix_vec * build_s_per_vec / 3600:,.1f}"
         )
         return "\n".join(self.lines)
@@ -535,6 +572,8 @@ def main() -> None:
     ap.add_argument("--config", default=str(ROOT / "config" / "paper.yaml"))
     ap.add_argument("--dryrun", help="saved output of `snakemake -n --configfile CONFIG` (else run it here)")
     ap.add_argument("--throughputs", default=str(ROOT / "benchmarks" / "out" / "scale_throughput.json"))
+    ap.add_argument("--store-throughput", default=str(ROOT / "benchmarks" / "out" / "passage_store.json"),
+                    help="benchmarks/passage_store.py's output")
     ap.add_argument("--gpu-embed-passages-per-s", type=float, help="bert-base passage encoder, fp16, one GPU")
     ap.add_argument("--gpu-train-steps-per-s-dpr", type=float, help="DPR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-train-steps-per-s-dcsr", type=float, help="DCSR steps/s of batch 16 x train.gpus")
@@ -564,11 +603,13 @@ def main() -> None:
         "sentences_per_passage": args.sentences_per_passage,
     }
     given = {k: v for k, v in gpu.items() if v is not None}
-    plan = Plan(cfg, dry_run_jobs(text), tp, gpu)
+    store = json.loads(Path(args.store_throughput).read_text())
+    plan = Plan(cfg, dry_run_jobs(text), tp, gpu, store)
     body = plan.build()
     head = (
         f"Generated from `{Path(args.config).relative_to(ROOT) if Path(args.config).is_absolute() else args.config}`, "
-        f"the throughputs of {tp['date']} ({tp['machine']}; load {tp['load_before']} -> {tp['load_after']}) "
+        f"the throughputs of {tp['date']} ({tp['machine']}; load {tp['load_before']} -> {tp['load_after']}), "
+        f"the passage store's of {store['started']} (load {store['load_average']}) "
         f"and given inputs: {json.dumps(given) if given else 'none (every GPU rate not measured)'}."
     )
     generated = f"{BEGIN}\n{head}\n\n{body}\n{END}"

@@ -64,6 +64,9 @@ GENERATED_TEST = f"{R}/data/{{corpus}}/{{dataset}}-test.qa.csv"
 # a dataset's dev questions as a test set (variants with questions: dev; DCSR Table 8)
 DEV_QUESTIONS = f"{R}/data/{{corpus}}/{{dataset}}-dev.qa.csv"
 SENTENCES = f"{R}/sentences/{{corpus}}/sentences.tsv"
+# a corpus by id, for scoring runs (dcsr.passage_store)
+STORE_DIR = f"{R}/store/{{corpus}}"
+STORE = {k: f"{STORE_DIR}/{v}" for k, v in (("passages", "passages.jsonl"), ("ids", "ids.npy"), ("offsets", "offsets.npy"))}
 SENTENCE_STATS = f"{R}/sentences/{{corpus}}/stats.json"
 BM25_INDEX = f"{R}/bm25/{{corpus}}/index"
 MINED_TRAIN = f"{R}/bm25/negatives/{{dataset}}-train.json"
@@ -476,7 +479,8 @@ def train_inputs(wc):
 
 
 def embed_shard_inputs(wc):
-    inputs = {"model": MODEL_DIR.format(model=wc.pmodel), "corpus": corpus_tsv(wc.corpus)}
+    # the corpus's passage store: the job reads its shard's rows only
+    inputs = {"model": MODEL_DIR.format(model=wc.pmodel), **store_inputs(wc)}
     if is_dcsr(wc.pmodel):  # one vector per sentence of the sentence table
         inputs["sentences"] = SENTENCES.format(corpus=wc.corpus)
     return inputs
@@ -547,8 +551,13 @@ def merge_inputs(wc):
     return {
         "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
         "questions": dataset_file(wc.dataset, "test"),
-        "corpus": corpus_tsv(wc.corpus),
+        **store_inputs(wc),
     }
+
+
+def store_inputs(wc):
+    """The corpus's passage store, from which a run's passages are read to score it."""
+    return {f"store_{k}": v.format(corpus=wc.corpus) for k, v in STORE.items()}
 
 
 def merge_hit_files(wc, input):

@@ -18,6 +18,7 @@ rule embed_shard:
         bench_path("embed_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/embed_shard.py",
+        store=lambda wc, input: str(Path(input.store_ids).parent),
         shards=lambda wc: len(shards(wc.corpus)),
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"].get("fp16") else "",
@@ -30,7 +31,7 @@ rule embed_shard:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} --corpus {input.corpus} --shard {wildcards.shard}"
+        "python {params.script} --model {input.model} --corpus {params.store} --shard {wildcards.shard}"
         " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16}"
         " --vectors {output.vectors} --ids {output.ids} --sentence-numbers {output.sentence_numbers}"
         " {params.sentences} 2> {log}"

@@ -1,3 +1,29 @@
+# A corpus's passage store: scoring a run reads the passages it retrieved by id instead of
+# streaming the whole corpus (at 21M passages, minutes per run; the papers' matrix has 544 runs).
+
+
+rule passage_store:
+    input:
+        corpus=lambda wc: corpus_tsv(wc.corpus),
+    output:
+        **STORE,
+    log:
+        log_path("passage_store", "{corpus}"),
+    benchmark:
+        bench_path("passage_store", "{corpus}")
+    params:
+        script=f"{SCRIPTS}/build_passage_store.py",
+        store=lambda wc, output: str(Path(output.ids).parent),
+    threads: 1
+    resources:
+        mem_mb=resources_for("passage_store", "mem_mb"),
+        runtime=resources_for("passage_store", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --corpus {input.corpus} --output {params.store} 2> {log}"
+
+
 # Top-k answer recall of the BM25 runs, with DPR's matching rules, per question kept. (Dense
 # runs are scored by merge_runs, in the job that writes them.)
 
@@ -9,7 +35,7 @@ rule evaluate_topk:
     input:
         run=RUN,
         questions=lambda wc: dataset_file(wc.dataset, "test"),
-        corpus=lambda wc: corpus_tsv(wc.corpus),
+        **{f"store_{k}": v for k, v in STORE.items()},
     output:
         metrics=METRICS,
         questions=QUESTION_RESULTS,
@@ -19,6 +45,7 @@ rule evaluate_topk:
         bench_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/evaluate_topk.py",
+        store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: match_type(wc.dataset),
     threads: 1
@@ -28,6 +55,6 @@ rule evaluate_topk:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --run {input.run} --questions {input.questions} --corpus {input.corpus}"
+        "python {params.script} --run {input.run} --questions {input.questions} --corpus {params.store}"
         " --metrics {output.metrics} --per-question {output.questions} --ks {params.ks}"
         " --match {params.match} 2> {log}"

@@ -78,6 +78,7 @@ rule merge_runs:
         bench_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/merge_runs.py",
+        store=lambda wc, input: str(Path(input.store_ids).parent),
         hits=merge_hit_files,
         k=config["search"].get("k", 100),
         tag=lambda wc: f"{wc.qmodel}--{wc.pmodel}",
@@ -94,5 +95,5 @@ rule merge_runs:
         "../envs/cpu.yaml"
     shell:
         "python {params.script} --output {output.run} --k {params.k} --tag {params.tag} {params.hasans}"
-        " --questions {input.questions} --corpus {input.corpus} --metrics {output.metrics}"
+        " --questions {input.questions} --corpus {params.store} --metrics {output.metrics}"
         " --per-question {output.questions} --ks {params.ks} --match {params.match} {params.hits} 2> {log}"

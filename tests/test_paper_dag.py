@@ -59,6 +59,7 @@ def shard_jobs(shards_wiki, shards_1of20, shards_first01, shards_first105):
 def check_counts(counts, shards):
     assert counts["download_resource"] == 17  # the corpus, 5 x (train, dev), NQ adv-hn, 5 test sets
     assert counts["subset_corpus"] == 3 and counts["split_sentences"] == 4
+    assert counts["passage_store"] == 4  # one per corpus: runs are scored from it (wiki, 1/20, first 0.1M, 1.05M)
     assert counts["train_biencoder"] == len(MODELS) == 43
     assert counts["embed_questions"] == len(MODELS)  # every model is some table's or pair's question encoder
     assert counts["merge_training_sets"] == len(MULTI)

@@ -40,9 +40,16 @@ def pick_device(device: str = "auto") -> torch.device:
 
 
 def shard_passages(corpus_tsv: str | os.PathLike, shard: int, num_shards: int):
-    """The passages of one shard: ``(ids, titles, texts)`` in corpus order."""
+    """The passages of one shard: ``(ids, titles, texts)`` in corpus order: rows ``shard,
+    shard + num_shards, ...``. ``corpus_tsv`` may be the corpus's passage store (a directory,
+    :mod:`dcsr.passage_store`): then only the shard's rows are read."""
     if not 0 <= shard < num_shards:
         raise ValueError(f"shard {shard} is outside 0..{num_shards - 1}")
+    if Path(corpus_tsv).is_dir():
+        from .passage_store import PassageStore
+
+        rows = PassageStore(corpus_tsv).shard(shard, num_shards)
+        return [p.id for p in rows], [p.title for p in rows], [p.text for p in rows]
     ids, titles, texts = [], [], []
     for row, p in enumerate(iter_passages(corpus_tsv)):
         if row % num_shards == shard:

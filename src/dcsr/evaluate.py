@@ -14,7 +14,8 @@ from typing import Sequence
 
 from .answers import PassageMatcher
 from .errors import InputError
-from .formats import iter_qas, passage_texts
+from .formats import iter_qas
+from .passage_store import load_passages
 from .fsutil import atomic_open
 from .runs import read_trec
 
@@ -40,7 +41,10 @@ def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> 
 def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
                  out_metrics: str | os.PathLike, out_questions: str | os.PathLike | None = None,
                  ks: Sequence[int] = DEFAULT_KS, match_type: str = "string") -> dict:
-    """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics."""
+    """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics.
+
+    ``corpus_tsv`` is the DPR passage TSV, or its passage store directory
+    (:mod:`dcsr.passage_store`), from which only the retrieved passages are read."""
     qas = list(iter_qas(qas_path))
     run = read_trec(run_trec)
     extra = sorted(q for q in run if not 0 <= q < len(qas))
@@ -48,7 +52,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {len(qas)} questions")
     depth = max(ks)
     wanted = {pid for hits in run.values() for pid, _ in hits[:depth]}
-    texts = passage_texts(corpus_tsv, wanted)
+    texts = load_passages(corpus_tsv, wanted)
     missing = wanted - texts.keys()
     if missing:
         raise InputError(str(run_trec), f"retrieves passage {min(missing)}, which is not in {corpus_tsv}")

@@ -12,7 +12,7 @@ from dcsr.embed import embed_corpus_shard
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", required=True, help="bi-encoder directory (passage_encoder/ inside)")
-    ap.add_argument("--corpus", required=True, help="DPR passage TSV")
+    ap.add_argument("--corpus", required=True, help="DPR passage TSV, or its passage store (a directory: only the shard is read)")
     ap.add_argument("--shard", type=int, required=True)
     ap.add_argument("--num-shards", type=int, required=True)
     ap.add_argument("--batch-size", type=int, default=64)

@@ -21,7 +21,7 @@ def main():
     ap.add_argument("--hasans", action="store_true", help="DCSR: sentence hits -> passages by HasAns")
     ap.add_argument("--temperature", type=float, default=1.0, help="DCSR: softmax temperature (official: 1)")
     ap.add_argument("--questions", help="DPR qas TSV of the run's questions (to score the run)")
-    ap.add_argument("--corpus", help="DPR passage TSV (to score the run)")
+    ap.add_argument("--corpus", help="DPR passage TSV or its passage store directory (to score the run)")
     ap.add_argument("--metrics", help="write the run's top-k answer recall here (JSON)")
     ap.add_argument("--per-question", default=None, help="and every question's hits here (JSONL)")
     ap.add_argument("--ks", default="1,5,20,100")
