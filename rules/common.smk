@@ -64,7 +64,7 @@ GENERATED_TEST = f"{R}/data/{{corpus}}/{{dataset}}-test.qa.csv"
 # a dataset's dev questions as a test set (variants with questions: dev; DCSR Table 8)
 DEV_QUESTIONS = f"{R}/data/{{corpus}}/{{dataset}}-dev.qa.csv"
 SENTENCES = f"{R}/sentences/{{corpus}}/sentences.tsv"
-# a corpus by id, for scoring runs (dcsr.passage_store)
+# a corpus's passages by id (dcsr.passage_store): what scoring a run and embedding a shard read
 STORE_DIR = f"{R}/store/{{corpus}}"
 STORE = {k: f"{STORE_DIR}/{v}" for k, v in (("passages", "passages.jsonl"), ("ids", "ids.npy"), ("offsets", "offsets.npy"))}
 SENTENCE_STATS = f"{R}/sentences/{{corpus}}/stats.json"
@@ -556,7 +556,8 @@ def merge_inputs(wc):
 
 
 def store_inputs(wc):
-    """The corpus's passage store, from which a run's passages are read to score it."""
+    """The corpus's passage store: a run's passages are read from it to score the run, and an
+    embedding shard's rows to embed them."""
     return {f"store_{k}": v.format(corpus=wc.corpus) for k, v in STORE.items()}
 
 

@@ -1,5 +1,6 @@
-# A corpus's passage store: scoring a run reads the passages it retrieved by id instead of
-# streaming the whole corpus (at 21M passages, minutes per run; the papers' matrix has 544 runs).
+# A corpus's passage store: scoring a run reads the passages it retrieved by id, and an
+# embedding job its shard's rows, instead of streaming the whole corpus (at 21M passages,
+# minutes per job; the papers' matrix has 544 runs and 836 shard embeddings).
 
 
 rule passage_store:
