@@ -34,9 +34,9 @@ rule evaluate_topk:
         qmodel="bm25",
         pmodel="bm25",
     input:
+        unpack(store_inputs),
         run=RUN,
         questions=lambda wc: dataset_file(wc.dataset, "test"),
-        **{f"store_{k}": v for k, v in STORE.items()},
     output:
         metrics=METRICS,
         questions=QUESTION_RESULTS,

@@ -10,8 +10,9 @@ runs. A *store* is written once per corpus, in one streaming pass:
 - ``ids.npy`` (int64, sorted) and ``offsets.npy`` (int64): each id's byte offset in it.
 
 :meth:`PassageStore.get` then reads only the wanted lines (memory-mapped index, seeks in file
-order), and :meth:`PassageStore.shard` one embedding shard's rows. The texts are exactly :func:`dcsr.formats.iter_passages`'s, which checks every row
-of the corpus while the store is built.
+order), and :meth:`PassageStore.shard` one embedding shard's rows. The texts are exactly
+:func:`dcsr.formats.iter_passages`'s, which checks every row of the corpus while the store is
+built.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import InputError
-from .formats import Passage, iter_passages
+from .formats import Passage, iter_passages, passage_texts
 from .fsutil import atomic_open
 
 TEXT, IDS, OFFSETS = "passages.jsonl", "ids.npy", "offsets.npy"
@@ -126,6 +127,4 @@ def load_passages(corpus: str | os.PathLike, wanted: Iterable[int]) -> dict[int,
     TSV (one streaming pass, :func:`dcsr.formats.passage_texts`)."""
     if Path(corpus).is_dir():
         return PassageStore(corpus).get(wanted)
-    from .formats import passage_texts
-
     return passage_texts(corpus, set(wanted))
