@@ -169,6 +169,9 @@ def test_training_learns(tmp_path, tiny_bert, data):
     assert sum(losses[-8:]) / 8 < 0.7 * sum(losses[:8]) / 8
     history = json.loads((out / "validation.json").read_text())
     assert [h["epoch"] for h in history] == list(range(8))
+    # DPR's val_av_rank_start_epoch (30 by default): before it the NLL only; the last always ranks.
+    assert [h["average_rank"] is None for h in history] == [True] * 7 + [False]
+    assert all(h["average_rank_questions"] == 0 for h in history[:-1])
     after = history[-1]
     assert after["average_rank_questions"] == 16 and after["average_rank_passages"] == 16 * 4
     assert after["average_rank"] < before["average_rank"]
@@ -182,6 +185,22 @@ def test_training_learns(tmp_path, tiny_bert, data):
     again = evaluate(model2, tok2, read_biencoder(dev_json), s)
     assert again["average_rank"] == pytest.approx(after["average_rank"])
     assert again["nll_loss"] == pytest.approx(after["nll_loss"], abs=1e-5)
+
+
+def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 3, "val_av_rank_start_epoch": 1, "max_steps": 0}
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=lambda m: None)
+    history = json.loads((tmp_path / "out" / "validation.json").read_text())
+    assert [h["average_rank"] is None for h in history] == [True, False, False]
+    assert [h["average_rank_passages"] for h in history] == [0, 16 * 4, 16 * 4]
+    # evaluate() itself: average_rank=False encodes no ranking passages
+    s = validate_settings(SMALL)
+    tokenizer, model = build_biencoder(str(tiny_bert), "cls", 0.0)
+    off = evaluate(model, tokenizer, read_biencoder(dev_json), s, average_rank=False)
+    on = evaluate(model, tokenizer, read_biencoder(dev_json), s)
+    assert off["average_rank"] is None and off["nll_loss"] == pytest.approx(on["nll_loss"])
+    assert on["average_rank"] >= 0
 
 
 def test_resume_after_kill(tmp_path, repo, tiny_bert, data):

@@ -74,13 +74,16 @@ SETTINGS: dict[str, tuple[tuple[type, ...], Any, str]] = {
     "val_av_rank_hard_neg": ((int,), 30, "hard negatives per dev question for the average rank (DPR: 30)"),
     "val_av_rank_other_neg": ((int,), 30, "other negatives per dev question for the average rank (DPR: 30)"),
     "val_av_rank_max_qs": ((int,), 10000, "dev questions for the average rank (DPR: 10000)"),
+    "val_av_rank_start_epoch": ((int,), 30, "first epoch (0-based) whose validation also computes the average "
+                                            "rank; earlier epochs compute the NLL only (DPR: 30). The last "
+                                            "validation of a run always computes it"),
 }
 
 _CHOICES = {"pooling": ("cls", "mean"), "amp": ("auto", "bf16", "fp16", "off")}
 _POSITIVE = ("batch_size", "dev_batch_size", "epochs", "question_max_length", "passage_max_length")
 _NON_NEGATIVE = ("warmup_steps", "weight_decay", "hard_negatives", "other_negatives", "checkpoint_every_steps",
                  "max_steps", "log_every_steps", "num_workers", "val_av_rank_hard_neg", "val_av_rank_other_neg",
-                 "val_av_rank_max_qs", "max_grad_norm")
+                 "val_av_rank_max_qs", "val_av_rank_start_epoch", "max_grad_norm")
 
 
 def _type_names(types: tuple[type, ...]) -> str:
@@ -382,7 +385,8 @@ def _encode_local(model: BiEncoder, tokenizer, builder: SampleBuilder, samples: 
 @torch.no_grad()
 def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any]],
              settings: Mapping[str, Any] | None = None, builder: SampleBuilder | None = None,
-             ctx: DistContext | None = None, amp_dtype=None, progress: bool = False) -> dict:
+             ctx: DistContext | None = None, amp_dtype=None, progress: bool = False,
+             average_rank: bool = True) -> dict:
     """DPR's two validations on the dev set, plus the DCSR paper's in-batch accuracy.
 
     - ``nll_loss`` / ``accuracy`` (DPR's ``validate_nll``; DCSR Appendix A): dev batches of
@@ -392,7 +396,9 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     - ``average_rank`` (DPR's ``validate_average_rank``): the first ``val_av_rank_max_qs``
       questions with ``val_av_rank_hard_neg`` hard and ``val_av_rank_other_neg`` other
       negatives each; all their passages pooled; the mean 0-based rank of each question's
-      positive among all pooled passages (as DPR: 0 = ranked first).
+      positive among all pooled passages (as DPR: 0 = ranked first). ``average_rank=False``
+      skips it (``average_rank`` is then ``None``): DPR computes it only from
+      ``val_av_rank_start_epoch`` on, as it encodes ``1 + hard + other`` passages per question.
 
     ``model`` is the bare :class:`BiEncoder` (not DDP-wrapped); every process must call
     this, each encodes its slice, and all get the same numbers.
@@ -409,8 +415,8 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     if progress and ctx.main:
         from tqdm import tqdm
 
-        bar = tqdm(total=n + min(n, s["val_av_rank_max_qs"]), desc="validate", unit=" q", file=sys.stderr,
-                   leave=False, mininterval=1.0)
+        n_ranked = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
+        bar = tqdm(total=n + n_ranked, desc="validate", unit=" q", file=sys.stderr, leave=False, mininterval=1.0)
 
     losses, correct = [], 0
     for start in range(0, n, global_bs):
@@ -424,7 +430,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
         if bar:
             bar.update(q_all.shape[0])
 
-    n_rank = min(n, s["val_av_rank_max_qs"])
+    n_rank = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
     q_parts, p_parts, t_parts, offset = [], [], [], 0
     for start in range(0, n_rank, global_bs):
         local = _split(range(start, min(n_rank, start + global_bs)), ctx)
@@ -452,7 +458,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     return {
         "nll_loss": float(np.mean(losses)) if losses else float("nan"),
         "accuracy": correct / n if n else float("nan"),
-        "average_rank": rank_sum / n_rank if n_rank else float("nan"),
+        "average_rank": (rank_sum / n_rank if n_rank else float("nan")) if average_rank else None,
         "questions": n,
         "average_rank_questions": n_rank,
         "average_rank_passages": offset,
@@ -720,12 +726,18 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
 
     def validate() -> None:
         t0 = time.time()
-        result = evaluate(model, tokenizer, dev_records, builder=builder, ctx=ctx, amp_dtype=amp_dtype, progress=True)
+        # DPR computes the average rank from val_av_rank_start_epoch on; the run's last
+        # validation always does, so that every trained model reports one.
+        rank = epoch >= s["val_av_rank_start_epoch"] or step >= total_steps or epoch >= s["epochs"] - 1
+        result = evaluate(model, tokenizer, dev_records, builder=builder, ctx=ctx, amp_dtype=amp_dtype, progress=True,
+                          average_rank=rank)
         result = {"epoch": epoch, "step": step, **result, "seconds": round(time.time() - t0, 3)}
         history.append(result)
+        ranked = (f"average rank {result['average_rank']:.2f} ({result['average_rank_questions']} questions, "
+                  f"{result['average_rank_passages']} passages)" if rank else
+                  f"average rank from epoch {s['val_av_rank_start_epoch']} on")
         say(f"validation epoch {epoch} step {step}: nll {result['nll_loss']:.4f}, in-batch accuracy "
-            f"{result['accuracy']:.4f}, average rank {result['average_rank']:.2f} "
-            f"({result['average_rank_questions']} questions, {result['average_rank_passages']} passages)")
+            f"{result['accuracy']:.4f}, {ranked}")
 
     bar = tqdm(total=total_steps, initial=step, desc="train", unit=" step", file=sys.stderr, disable=not ctx.main,
                mininterval=1.0, dynamic_ncols=True)
