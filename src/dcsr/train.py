@@ -411,12 +411,12 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     model.eval()
     n = len(dev_records)
     global_bs = s["dev_batch_size"] * ctx.world
+    n_rank = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
     bar = None
     if progress and ctx.main:
         from tqdm import tqdm
 
-        n_ranked = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
-        bar = tqdm(total=n + n_ranked, desc="validate", unit=" q", file=sys.stderr, leave=False, mininterval=1.0)
+        bar = tqdm(total=n + n_rank, desc="validate", unit=" q", file=sys.stderr, leave=False, mininterval=1.0)
 
     losses, correct = [], 0
     for start in range(0, n, global_bs):
@@ -430,7 +430,6 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
         if bar:
             bar.update(q_all.shape[0])
 
-    n_rank = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
     q_parts, p_parts, t_parts, offset = [], [], [], 0
     for start in range(0, n_rank, global_bs):
         local = _split(range(start, min(n_rank, start + global_bs)), ctx)
@@ -728,7 +727,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
         t0 = time.time()
         # DPR computes the average rank from val_av_rank_start_epoch on; the run's last
         # validation always does, so that every trained model reports one.
-        rank = epoch >= s["val_av_rank_start_epoch"] or step >= total_steps or epoch >= s["epochs"] - 1
+        rank = epoch >= s["val_av_rank_start_epoch"] or step >= total_steps
         result = evaluate(model, tokenizer, dev_records, builder=builder, ctx=ctx, amp_dtype=amp_dtype, progress=True,
                           average_rank=rank)
         result = {"epoch": epoch, "step": step, **result, "seconds": round(time.time() - t0, 3)}
