@@ -1,10 +1,15 @@
 # dcsr: DPR / DCSR dense retrieval, from corpus to paper tables.
 # Read the pipeline from the includes below, one file per stage, in data-flow order.
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
-min_version("8.0")
+min_version("9.0")  # as pyproject.toml's snakemake>=9 (tests/test_yamlutil.py checks they agree)
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from dcsr.errors import InputError  # noqa: E402
+from dcsr.yamlutil import strict_load  # noqa: E402
 
 
 # The default config, unless --configfile names others: a paper config is complete on its
@@ -14,6 +19,14 @@ if not workflow.overwrite_configfiles:
 
     configfile: str(Path(workflow.basedir) / "config" / "config.yaml")
 
+
+# Snakemake reads config files with a YAML reader that keeps the last of two equal keys without a
+# word: read each again, strictly, so that a key given twice is an error naming file and line.
+for _configfile in workflow.configfiles:
+    try:
+        strict_load(Path(_configfile))
+    except InputError as e:
+        raise WorkflowError(str(e))
 
 
 include: "rules/common.smk"

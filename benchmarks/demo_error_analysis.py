@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-
-import yaml
+from pathlib import Path
 
 from dcsr.synth import DEFAULT_DOMAINS, build_demo
+from dcsr.yamlutil import strict_load
 
 
 def kind(passage, gold, entities) -> str:
@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--negatives", help="a mined training file (DPR biencoder JSON) of the same dataset")
     args = ap.parse_args()
 
-    cfg = yaml.safe_load(open(args.config, encoding="utf-8"))
+    cfg = strict_load(Path(args.config))
     gen = dict(cfg["corpora"][args.corpus]["generate"])
     domain = cfg["datasets"][args.dataset]["generated"]
     data = build_demo(seed=cfg["seed"], domains=DEFAULT_DOMAINS, **gen)

@@ -64,8 +64,11 @@ def test_retries_after_a_500(server, tmp_path):
 
 
 def test_failure_leaves_no_file_under_the_final_name(server, tmp_path):
-    with pytest.raises(InputError, match=r"/truncated: download failed after 3 attempts: IncompleteRead"):
+    half = len(BODY) // 2
+    with pytest.raises(InputError) as e:
         get(f"{server}/truncated", tmp_path / "t.json", retries=2)
+    assert str(e.value) == (f"{server}/truncated: download failed after 3 attempts: the response ended after "
+                            f"{half} of {len(BODY)} bytes ({tmp_path / 't.json.part'} is kept: the next try resumes it)")
     with pytest.raises(InputError, match=r"/broken: download failed after 2 attempts: HTTP 500"):
         get(f"{server}/broken", tmp_path / "b.json", retries=1)
     # the truncated body is kept beside, never under, the final name: a re-run resumes it
@@ -180,7 +183,8 @@ def test_download_records_size_and_sha256_in_the_lock(mirror, tmp_path):
         assert fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock) == dest
         assert dest.read_bytes() == (mirror / CORPUS_PATH).read_bytes()
         assert read_lock(lock) == {CORPUS: {"url": f"{url}/{CORPUS_PATH}", "size": dest.stat().st_size,
-                                            "sha256": hashlib.sha256(dest.read_bytes()).hexdigest()}}
+                                            "sha256": hashlib.sha256(dest.read_bytes()).hexdigest(),
+                                            "verified": True, "verified_by": ["size"]}}
         assert sorted(p.name for p in dest.parent.iterdir()) == ["downloads.lock.json", CORPUS]
         # reused (and checked against the lock) without asking the server again
         assert fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock) == dest and len(requests) == 1
@@ -198,7 +202,7 @@ def test_a_cut_download_resumes_with_a_range_request(mirror, tmp_path):
 def test_a_rerun_resumes_the_part_a_failed_run_kept(mirror, tmp_path):
     size, dest, lock, requests = (mirror / CORPUS_PATH).stat().st_size, tmp_path / CORPUS, tmp_path / "lock.json", []
     with serve(mirror, faults=Faults(cut_after=1000), requests=requests) as url:
-        with pytest.raises(InputError, match=rf"{CORPUS_PATH}: download failed: IncompleteRead: 1000 of {size} bytes \(.*part is kept"):
+        with pytest.raises(InputError, match=rf"{CORPUS_PATH}: download failed: the response ended after 1000 of {size} bytes \(.*part is kept"):
             fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
         assert not dest.exists() and not lock.exists() and (tmp_path / f"{CORPUS}.part").stat().st_size == 1000
         fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
@@ -245,6 +249,8 @@ def test_an_existing_file_is_checked_against_the_lock(mirror, tmp_path):
         qas.write_bytes((mirror / "data/retriever/nq-test.qa.csv").read_bytes())
         fetch_resource(f"{url}/data/retriever/nq-test.qa.csv", qas, lock)
     assert len(requests) == 1 and read_lock(lock)["nq-test.qa.csv"]["sha256"] == file_sha256(qas)
+    assert read_lock(lock)["nq-test.qa.csv"]["verified"] is False
+    assert read_lock(lock)["nq-test.qa.csv"]["reason"].startswith("it was found in place, not downloaded")
 
 
 def test_a_dead_server_fails_after_its_retries_naming_the_url(tmp_path):
@@ -324,7 +330,8 @@ def test_download_rule_fetches_a_resource_from_the_configured_base_url(repo, mir
     got = dl / "nq-test.qa.csv"
     assert got.read_bytes() == (mirror / "data/retriever/nq-test.qa.csv").read_bytes()
     assert json.loads((dl / "downloads.lock.json").read_text()) == {
-        "nq-test.qa.csv": {"url": f"{url}/data/retriever/nq-test.qa.csv", "size": got.stat().st_size, "sha256": file_sha256(got)}}
+        "nq-test.qa.csv": {"url": f"{url}/data/retriever/nq-test.qa.csv", "size": got.stat().st_size, "sha256": file_sha256(got),
+                           "verified": True, "verified_by": ["size"]}}
     log = (tmp_path / "results" / "logs" / "download_resource" / "nq-test.qa.csv.log").read_text()
     assert f"{url}/data/retriever/nq-test.qa.csv: downloaded to {got}" in log
     assert (tmp_path / "results" / "benchmarks" / "download_resource" / "nq-test.qa.csv.tsv").exists()
@@ -353,3 +360,85 @@ def test_server_errors_are_retried_and_file_urls_work(mirror, tmp_path):
     # a local copy needs no server: base_url file:///data/dpr
     fetch_resource((mirror / CORPUS_PATH).as_uri(), tmp_path / "f" / CORPUS, tmp_path / "f" / "lock.json")
     assert (tmp_path / "f" / CORPUS).read_bytes() == (mirror / CORPUS_PATH).read_bytes()
+
+
+# ------------------------------------------------------------------ short bodies, unverified downloads
+import logging  # noqa: E402
+
+
+def test_a_body_shorter_than_its_content_length_fails_and_leaves_no_file(mirror, tmp_path, caplog):
+    size, dest, lock = (mirror / CORPUS_PATH).stat().st_size, tmp_path / CORPUS, tmp_path / "lock.json"
+    part = tmp_path / f"{CORPUS}.part"
+    # every GET is cut after 1000 bytes (and the server ignores Range: each try starts over)
+    with serve(mirror, faults=Faults(cut_after=1000, cut_requests=99, ignore_range=True)) as url:
+        with pytest.raises(InputError) as e:
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=1)
+    assert str(e.value) == (f"{url}/{CORPUS_PATH}: download failed after 2 attempts: the response ended after 1000 "
+                            f"of {size} bytes ({part} is kept: the next try resumes it)")
+    # nothing under the final name, no lock entry, no temporary file: only the .part a re-run resumes
+    assert not dest.exists() and not lock.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [part.name] and part.stat().st_size == 1000
+    assert not [r for r in caplog.records if "downloaded to" in r.getMessage()]
+
+
+def test_a_body_without_content_length_is_recorded_as_unverified(mirror, tmp_path, caplog):
+    data = (mirror / CORPUS_PATH).read_bytes()
+    dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
+    with caplog.at_level(logging.INFO, logger="dcsr.download"), serve(mirror, faults=Faults(no_length=True)) as url:
+        assert fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock) == dest
+    digest = hashlib.sha256(data).hexdigest()
+    assert dest.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["lock.json", CORPUS]
+    assert read_lock(lock) == {CORPUS: {
+        "url": f"{url}/{CORPUS_PATH}", "size": len(data), "sha256": digest, "verified": False,
+        "reason": "the server sent no Content-Length and no sha256 was given, so a body cut short could not be "
+                  "told from a complete one"}}
+    said = [r for r in caplog.records if "verified" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in said] == [(
+        "WARNING", f"{url}/{CORPUS_PATH}: downloaded to {dest} ({len(data)} bytes, sha256 {digest}), NOT verified: the "
+                   f"server sent no Content-Length and no sha256 was given, so a body cut short could not be told from "
+                   f"a complete one; recorded as unverified in {lock}")]
+
+
+def test_a_cut_body_without_content_length_cannot_be_told_and_is_unverified(mirror, tmp_path):
+    """The limit of what a client can know: the body ends where the connection closes."""
+    dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
+    with serve(mirror, faults=Faults(no_length=True, cut_after=1000)) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
+    assert dest.stat().st_size == 1000 and read_lock(lock)[CORPUS]["verified"] is False
+
+
+def test_a_sha256_verifies_a_body_without_content_length(mirror, tmp_path, caplog):
+    data = (mirror / CORPUS_PATH).read_bytes()
+    dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
+    with caplog.at_level(logging.INFO, logger="dcsr.download"), serve(mirror, faults=Faults(no_length=True)) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, sha256=hashlib.sha256(data).hexdigest())
+    # a cut body is then caught by the checksum, and never lands
+    with serve(mirror, faults=Faults(no_length=True, cut_after=1000)) as url:
+        with pytest.raises(InputError, match=r"sha256 mismatch: .*; the file was removed$"):
+            fetch_resource(f"{url}/{CORPUS_PATH}", tmp_path / "b" / CORPUS, None, sha256=hashlib.sha256(data).hexdigest())
+    assert list((tmp_path / "b").iterdir()) == []
+    assert read_lock(lock)[CORPUS] | {"url": None} == {"url": None, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                                                      "verified": True, "verified_by": ["sha256"]}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_lock_entries_without_the_verified_field_are_still_read_and_checked(mirror, tmp_path):
+    data = (mirror / CORPUS_PATH).read_bytes()
+    dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
+    lock.write_text(json.dumps({CORPUS: {"url": "x", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
+    with serve(mirror) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
+    assert dest.read_bytes() == data and "verified" not in read_lock(lock)[CORPUS]
+    lock.write_text(json.dumps({CORPUS: {"url": "x", "size": 1, "sha256": "0" * 64, "verified": "yes"}}))
+    with pytest.raises(InputError, match=rf"^{lock}: entry '{CORPUS}': 'verified' must be true or false$"):
+        read_lock(lock)
+
+
+def test_a_partial_answer_with_other_bytes_than_asked_for_is_never_appended(mirror, tmp_path):
+    data, dest, requests = (mirror / CORPUS_PATH).read_bytes(), tmp_path / CORPUS, []
+    (tmp_path / f"{CORPUS}.part").write_bytes(data[:1000])
+    # asked for bytes 1000-, the server sends 500- (and says so in Content-Range): start over
+    with serve(mirror, faults=Faults(shift_range=500), requests=requests) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, tmp_path / "lock.json", retries=1)
+    assert [r.range for r in requests] == ["bytes=1000-", None]
+    assert dest.read_bytes() == data and read_lock(tmp_path / "lock.json")[CORPUS]["verified_by"] == ["size"]

@@ -6,10 +6,20 @@ so ``dest`` never holds a partial or wrong file. Connection errors, truncated bo
 with an HTTP Range request. A failed download keeps its ``.part`` for that reason; a download
 that fails its check is deleted.
 
-DPR publishes no checksums, so a *lock file* (JSON, ``{file name: {url, size, sha256}}``)
-records them at a file's first download, and every later download or reuse of the file is
-checked against it, as a package manager's lock file pins what it fetched. Concurrent jobs share
-it: each update re-reads it under an ``fcntl`` lock and rewrites it atomically.
+A body that ends before its announced length (``Content-Length``, or the total of a
+``Content-Range``) is incomplete, never complete: it is retried, and the last failure names the URL
+and both byte counts. A body without an announced length ends where the server closes the
+connection, so a cut cannot be told from the end: such a download is *unverified* unless a
+sha256 (given, or in the lock file) checks it, and the log says so, once.
+
+DPR publishes no checksums, so a *lock file* (JSON, ``{file name: {url, size, sha256, verified,
+...}}``) records them at a file's first download, and every later download or reuse of the file is
+checked against it, as a package manager's lock file pins what it fetched. ``verified`` says how
+that first download was checked: ``true`` with ``verified_by`` (``size``: the announced length
+was received; ``sha256``: the configured checksum matched), or ``false`` with a ``reason`` (entries
+written before it existed have neither). Concurrent jobs share the lock file: each update re-reads
+it under an ``fcntl`` lock and rewrites it atomically. Files are fsynced before they are renamed
+into place.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .errors import InputError
-from .fsutil import atomic_open
+from .fsutil import atomic_open, replace_durably
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
@@ -89,7 +99,7 @@ def _flock_path(path: Path) -> Path:
 
 # ------------------------------------------------------------------ lock file
 def read_lock(lock: str | os.PathLike) -> dict:
-    """``{file name: {"url", "size", "sha256"}}`` (empty when there is no lock file yet)."""
+    """``{file name: {"url", "size", "sha256", "verified", ...}}`` (empty when there is no lock file yet)."""
     lock = Path(lock)
     if not lock.exists():
         return {}
@@ -103,6 +113,8 @@ def read_lock(lock: str | os.PathLike) -> dict:
         if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
                 and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256", "")))):
             raise InputError(str(lock), f"entry {name!r} needs an integer 'size' and a lowercase hex 'sha256'")
+        if not isinstance(entry.get("verified", False), bool):
+            raise InputError(str(lock), f"entry {name!r}: 'verified' must be true or false")
     return entries
 
 
@@ -126,7 +138,22 @@ def _check_against_lock(path: Path, name: str, entry: dict, lock: Path, what: st
 
 # ------------------------------------------------------------------ download
 class _Incomplete(Exception):
-    """The body ended before its announced length (retried, and resumed)."""
+    """The body ended before its announced length, or a partial answer did not fit the request
+    (retried, and resumed)."""
+
+
+UNVERIFIED = ("the server sent no Content-Length and no sha256 was given, so a body cut short "
+              "could not be told from a complete one")
+FOUND_IN_PLACE = "it was found in place, not downloaded, and no sha256 was given to check it against"
+
+
+def _length(value: str | None) -> int | None:
+    """A ``Content-Length`` header's value, or None if absent (or not a number)."""
+    try:
+        n = int((value or "").strip())
+    except ValueError:
+        return None
+    return n if n >= 0 else None
 
 
 def _content_range(value: str | None) -> tuple[int | None, int | None]:
@@ -138,9 +165,13 @@ def _content_range(value: str | None) -> tuple[int | None, int | None]:
     return (int(first) if first else None), (int(total) if total != "*" else None)
 
 
-def _download(url: str, part: Path, timeout: float, progress: bool) -> None:
+def _download(url: str, part: Path, timeout: float, progress: bool) -> int | None:
     """Stream ``url`` into ``part``, continuing after the bytes already there when the server
-    answers a Range request with 206 (and starting over when it answers 200)."""
+    answers a Range request with 206 (and starting over when it answers 200).
+
+    Returns the file's size as the server announced it (``part`` then holds exactly that many
+    bytes), or None when it announced none. Raises :class:`_Incomplete` when the body ended early.
+    """
     offset = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": "dcsr"}
     if offset:
@@ -152,17 +183,23 @@ def _download(url: str, part: Path, timeout: float, progress: bool) -> None:
             raise
         # the .part reaches (or passes) the end of the file
         if _content_range(e.headers.get("Content-Range"))[1] == offset:
-            return
+            return offset
         log.warning("%s: %s is longer than the file; starting over", url, part)
         part.unlink()
         return _download(url, part, timeout, progress)
     with resp:
-        length = int(resp.headers.get("Content-Length") or 0) or None
+        length = _length(resp.headers.get("Content-Length"))
         first, total = _content_range(resp.headers.get("Content-Range"))
-        if offset and getattr(resp, "status", None) == 206 and first == offset:
-            log.info("%s: resuming after %d bytes", url, offset)
+        if getattr(resp, "status", None) == 206:
+            if first != offset:  # not the bytes asked for: start over, without a Range
+                if part.exists():
+                    part.unlink()
+                raise _Incomplete(f"HTTP 206 with Content-Range {resp.headers.get('Content-Range')!r} "
+                                  f"in answer to a request for bytes {offset}-")
+            if offset:
+                log.info("%s: resuming after %d bytes", url, offset)
             mode = "ab"
-            total = total or (offset + length if length else None)
+            total = total if total is not None else (offset + length if length is not None else None)
         else:
             offset, mode, total = 0, "wb", length
         got = offset
@@ -175,12 +212,15 @@ def _download(url: str, part: Path, timeout: float, progress: bool) -> None:
                 fh.write(chunk)
                 got += len(chunk)
                 bar.update(len(chunk))
-    if total is not None and got < total:
-        raise _Incomplete(f"IncompleteRead: {got} of {total} bytes")
+    if total is not None and got != total:
+        raise _Incomplete(f"the response ended after {got} of {total} bytes" if got < total
+                          else f"the response sent {got} bytes, more than the {total} it announced")
+    return total
 
 
 def _download_with_retries(url: str, part: Path, retries: int, timeout: float, progress: bool,
-                           backoff: float) -> None:
+                           backoff: float) -> int | None:
+    """:func:`_download`, retried; failures as :class:`InputError` naming ``url``."""
     for attempt in range(retries + 1):
         try:
             return _download(url, part, timeout, progress)
@@ -209,8 +249,12 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
     ``1 + retries``, waiting ``backoff * 2**n`` seconds between them, each resuming the last).
     A complete ``dest`` that already matches ``sha256`` (or any ``dest``, without one) is reused.
 
+    A body shorter than its announced length is an error (after the retries); one without an
+    announced length and without ``sha256`` is accepted as *unverified*, and logged so (a warning).
+
     With ``lock`` (a JSON lock file), ``dest``'s size and sha256 are recorded there under its
-    file name when first downloaded (or first seen), and checked on every later download or
+    file name when first downloaded (or first seen), with how the download was verified
+    (``verified``, ``verified_by`` or ``reason``), and checked on every later download or
     reuse: a mismatch raises :class:`InputError` naming the file and both digests, and a
     mismatching download is deleted, never renamed onto ``dest``. Other failures raise
     :class:`InputError` naming the URL.
@@ -231,15 +275,24 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
             if entry:
                 _check_against_lock(dest, dest.name, entry, lock, "the existing file")
             elif lock:
-                record_in_lock(lock, dest.name, {"url": source, "size": dest.stat().st_size, "sha256": file_sha256(dest)})
-                log.info("%s: recorded the existing file in %s", dest, lock)
+                checked = _verification(["sha256"] if want else [], FOUND_IN_PLACE)
+                record_in_lock(lock, dest.name, {"url": source, "size": dest.stat().st_size,
+                                                 "sha256": file_sha256(dest), **checked})
+                if want:
+                    log.info("%s: recorded the existing file in %s (verified: sha256)", dest, lock)
+                else:
+                    log.warning("%s: recorded the existing file in %s as unverified: %s", dest, lock, FOUND_IN_PLACE)
             log.info("%s: already downloaded to %s", source, dest)
             return dest
         part = part_path(dest)
         if entry and part.exists() and part.stat().st_size > entry["size"]:
             part.unlink()  # longer than the file it is a part of
-        _download_with_retries(source, part, retries, timeout, progress, backoff)
+        total = _download_with_retries(source, part, retries, timeout, progress, backoff)
         size, digest = part.stat().st_size, file_sha256(part)
+        if total is not None and size != total:  # _download checks this; a last guard before the rename
+            part.unlink()
+            raise InputError(source, f"the download has {size} bytes, but the server announced {total}; "
+                                     f"the file was removed")
         if want and digest != want:
             part.unlink()
             raise InputError(source, f"sha256 mismatch: expected {want}, downloaded {digest}; the file was removed")
@@ -250,8 +303,21 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
                 part.unlink()
                 raise InputError(str(dest), f"{e.problem}; the download was removed (if the file changed on "
                                             f"purpose, delete its entry from {lock})") from None
-        os.replace(part, dest)
+        by = (["size"] if total is not None else []) + (["sha256"] if want else [])
+        checked = _verification(by, UNVERIFIED)
+        replace_durably(part, dest)
         if lock and not entry:
-            record_in_lock(lock, dest.name, {"url": source, "size": size, "sha256": digest})
-    log.info("%s: downloaded to %s (%d bytes, sha256 %s)", source, dest, size, digest)
+            record_in_lock(lock, dest.name, {"url": source, "size": size, "sha256": digest, **checked})
+    done = f"{source}: downloaded to {dest} ({size} bytes, sha256 {digest})"
+    if entry:
+        log.info("%s, checked against %s", done, lock)
+    elif checked["verified"]:
+        log.info("%s, verified: %s", done, " and ".join(checked["verified_by"]))
+    else:  # one line, a warning: the file may be cut short
+        log.warning("%s, NOT verified: %s%s", done, UNVERIFIED, f"; recorded as unverified in {lock}" if lock else "")
     return dest
+
+
+def _verification(by: list[str], reason: str) -> dict:
+    """The lock entry's fields saying whether, and how, a file was checked when first recorded."""
+    return {"verified": True, "verified_by": by} if by else {"verified": False, "reason": reason}

@@ -6,7 +6,8 @@ Serve a folder laid out as under DPR's base URL (``wikipedia_split/psgs_w100.tsv
     python -m dcsr.httpserve /data/dpr-mirror --port 8000
 
 Tests serve small stand-ins of the same files, and inject faults (:class:`Faults`): a body cut
-after some bytes, server errors, Range requests ignored.
+after some bytes, server errors, Range requests ignored or answered with other bytes, no
+Content-Length.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Faults:
     cut_requests: int = 1  # ... on this many first GET requests
     fail_requests: int = 0  # answer the first GET requests with 503
     ignore_range: bool = False  # answer Range requests with the whole file (200)
+    no_length: bool = False  # send no Content-Length: the body ends where the connection closes
+    shift_range: int = 0  # answer a Range request with bytes starting this many before those asked for
     gets: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -101,10 +104,15 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
                 self.end_headers()
                 return
             (first, last), status = span, 206
+            if self.faults and self.faults.shift_range:
+                first = max(first - self.faults.shift_range, 0)
         length = last - first + 1 if size else 0
         self.send_response(status)
         self.send_header("Content-Type", self.guess_type(str(path)))
-        self.send_header("Content-Length", str(length))
+        if self.faults and self.faults.no_length:
+            self.send_header("Connection", "close")  # the body ends where the connection does
+        else:
+            self.send_header("Content-Length", str(length))
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")

@@ -12,11 +12,12 @@ import csv
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
-import yaml
 
 from .fsutil import atomic_open
+from .yamlutil import strict_load
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ def table_cells(table: dict) -> list[Cell]:
 
 
 def load_paper_numbers(path: str | os.PathLike) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """The papers' numbers (``config/paper_numbers.yaml``), read strictly: a key given twice is an error."""
+    return strict_load(Path(path))
 
 
 def paper_value(paper: dict, ref: dict | None, metric: str) -> float | None:

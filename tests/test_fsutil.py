@@ -1,0 +1,89 @@
+"""atomic_path / atomic_open: what is written is fsynced before the rename, the folder after it."""
+
+import errno
+import os
+import stat
+
+import pytest
+
+from dcsr.download import fetch
+from dcsr.fsutil import atomic_open, atomic_path
+
+
+@pytest.fixture
+def events(monkeypatch):
+    """Every os.fsync (as ("fsync", path, "file" or "dir")) and os.replace, in order."""
+    out = []
+    fsync, replace = os.fsync, os.replace
+
+    def record_fsync(fd):
+        kind = "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
+        out.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"), kind))
+        return fsync(fd)
+
+    def record_replace(src, dst):
+        out.append(("replace", str(src), str(dst)))
+        return replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", record_fsync)
+    monkeypatch.setattr(os, "replace", record_replace)
+    return out
+
+
+def test_a_file_is_fsynced_before_the_rename_and_its_folder_after(tmp_path, events):
+    final = tmp_path / "out" / "a.txt"
+    with atomic_open(final) as fh:
+        fh.write("hello")
+        tmp = fh.name
+    assert final.read_text() == "hello"
+    assert events == [("fsync", tmp, "file"), ("replace", tmp, str(final)), ("fsync", str(final.parent), "dir")]
+
+
+def test_every_file_of_a_directory_is_fsynced_before_the_rename(tmp_path, events):
+    final = tmp_path / "index"
+    final.mkdir()
+    (final / "old").write_text("replaced")
+    with atomic_path(final) as tmp:
+        (tmp / "sub").mkdir(parents=True)
+        for name in ("a.npy", "sub/b.json"):
+            (tmp / name).write_text(name)
+    renamed = [i for i, e in enumerate(events) if e[0] == "replace" and e[2] == str(final)]
+    assert len(renamed) == 1
+    before, after = events[:renamed[0]], events[renamed[0] + 1:]
+    assert {e[1] for e in before if e[0] == "fsync"} == {str(tmp / "a.npy"), str(tmp / "sub" / "b.json"),
+                                                         str(tmp / "sub"), str(tmp)}
+    assert after == [("fsync", str(tmp_path), "dir")]
+    assert sorted(p.name for p in final.iterdir()) == ["a.npy", "sub"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+def test_a_folder_that_cannot_be_fsynced_is_no_error(tmp_path, monkeypatch):
+    fsync = os.fsync
+
+    def no_dirs(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", no_dirs)
+    with atomic_open(tmp_path / "x.txt") as fh:
+        fh.write("x")
+    assert (tmp_path / "x.txt").read_text() == "x"
+
+
+def test_a_failed_write_leaves_nothing_and_fsyncs_nothing(tmp_path, events):
+    with pytest.raises(RuntimeError):
+        with atomic_open(tmp_path / "x.txt") as fh:
+            fh.write("half")
+            raise RuntimeError("crash")
+    assert list(tmp_path.iterdir()) == [] and events == []
+
+
+def test_a_download_is_fsynced_before_it_is_renamed_into_place(tmp_path, events):
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"x" * 1000)
+    dest = tmp_path / "dl" / "file.bin"
+    fetch(src.as_uri(), dest, progress=False)
+    part = str(dest) + ".part"
+    i = events.index(("replace", part, str(dest)))
+    assert events[i - 1] == ("fsync", part, "file") and events[i + 1] == ("fsync", str(dest.parent), "dir")
