@@ -14,7 +14,7 @@ rule index_bm25:
     params:
         script=f"{SCRIPTS}/index_bm25.py",
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
-    threads: config["bm25"].get("threads", 1)
+    threads: config["bm25"]["threads"]
     resources:
         mem_mb=resources_for("index_bm25", "mem_mb"),
         runtime=resources_for("index_bm25", "runtime"),
@@ -37,13 +37,13 @@ rule mine_bm25_negatives:
         bench_path("mine_bm25_negatives", "{dataset}")
     params:
         script=f"{SCRIPTS}/mine_bm25_negatives.py",
-        negatives=config["bm25"].get("negatives", 1),
-        depth=config["bm25"].get("depth", 100),
-        k1=config["bm25"].get("k1", 0.9),
-        b=config["bm25"].get("b", 0.4),
+        negatives=config["bm25"]["negatives"],
+        depth=config["bm25"]["depth"],
+        k1=config["bm25"]["k1"],
+        b=config["bm25"]["b"],
         match=lambda wc: match_type(wc.dataset),
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
-    threads: config["bm25"].get("threads", 1)
+    threads: config["bm25"]["threads"]
     resources:
         mem_mb=resources_for("mine_bm25_negatives", "mem_mb"),
         runtime=resources_for("mine_bm25_negatives", "runtime"),
@@ -68,11 +68,11 @@ rule search_bm25:
         bench_path("search_bm25", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/search_bm25.py",
-        k=config["bm25"].get("k", 100),
-        k1=config["bm25"].get("k1", 0.9),
-        b=config["bm25"].get("b", 0.4),
+        k=config["bm25"]["k"],
+        k1=config["bm25"]["k1"],
+        b=config["bm25"]["b"],
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
-    threads: config["bm25"].get("threads", 1)
+    threads: config["bm25"]["threads"]
     resources:
         mem_mb=resources_for("search_bm25", "mem_mb"),
         runtime=resources_for("search_bm25", "runtime"),

@@ -12,12 +12,15 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
 from dcsr.config import check_config, corpus_shards, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
+from dcsr.settings import DCSR_TRAIN, LAUNCH, check_sections  # noqa: E402
 from dcsr.resources import download_settings, resource_files, resource_of_file, resource_url  # noqa: E402
 from dcsr.tables import table_cells  # noqa: E402
 
 
 validate(config, schema="../config/schema.yaml")
 try:
+    # the settings sections and every model's train: (types, ranges, unknown keys), defaults filled
+    check_sections(config)
     check_config(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
@@ -185,7 +188,7 @@ def dataset_file(dataset, split):
 
 def training_file(dataset):
     """Training set as the trainer reads it: with BM25 hard negatives mined, if configured."""
-    if config["bm25"].get("mine_negatives", True):
+    if config["bm25"]["mine_negatives"]:
         return MINED_TRAIN.format(dataset=dataset)
     return dataset_file(dataset, "train")
 
@@ -267,33 +270,32 @@ def is_dcsr(model):
 
 
 # DCSR's settings (config section `dcsr`) that the trainer and the embedder read from a model
-DCSR_TRAIN_KEYS = ("sampling", "max_sentences")
-
-
 def train_settings(model):
+    """The settings a model's training gets: the top-level train:, a DCSR model's dcsr: sample
+    building, the model's own train:, without the launch keys (dcsr.settings)."""
     settings = dict(config["train"])
     if is_dcsr(model):
-        settings.update({k: v for k, v in config.get("dcsr", {}).items() if k in DCSR_TRAIN_KEYS})
+        settings.update({k: v for k, v in config["dcsr"].items() if k in DCSR_TRAIN})
         if "train_on" in config["models"][model]:
             # a list of datasets shares one match type (dcsr.config checks it)
             settings["match_type"] = match_type(train_datasets(config["models"][model])[0])
     settings.update(config["models"][model].get("train", {}))
-    for launch_key in ("gpus", "nodes", "cpus_per_gpu"):
+    for launch_key in LAUNCH:
         settings.pop(launch_key, None)
     return settings
 
 
-def _launch(model, key, default):
-    return int({**config["train"], **config["models"][model].get("train", {})}.get(key, default))
+def _launch(model, key):
+    return int({**config["train"], **config["models"][model].get("train", {})}.get(key, LAUNCH[key].default))
 
 
 def model_gpus(model):
     """GPUs per node of a model's training job."""
-    return _launch(model, "gpus", 0)
+    return _launch(model, "gpus")
 
 
 def model_nodes(model):
-    nodes = _launch(model, "nodes", 1)
+    nodes = _launch(model, "nodes")
     if nodes > 1 and model_gpus(model) < 1:
         raise ValueError(f"train.nodes of model {model}: training over {nodes} nodes needs train.gpus >= 1 (GPUs per node)")
     return nodes
@@ -308,7 +310,7 @@ def train_threads(model):
     """CPU cores of a training job: on GPUs ``cpus_per_gpu`` per GPU (data loading), at least
     2; on a CPU ``resources.train_biencoder.threads`` (default 2)."""
     if model_gpus(model) > 0:
-        return max(2, model_gpus(model) * _launch(model, "cpus_per_gpu", 2))
+        return max(2, model_gpus(model) * _launch(model, "cpus_per_gpu"))
     return threads_for("train_biencoder", 2)
 
 
@@ -529,7 +531,7 @@ def search_shard_inputs(wc):
     }
     if not inputs["queries"]:
         raise WorkflowError(f"no table or attribution pair searches {wc.pmodel!r} on corpus {wc.corpus!r}")
-    if is_dcsr(wc.pmodel) and "sentences_per_passage" not in config.get("dcsr", {}):
+    if is_dcsr(wc.pmodel) and config["dcsr"]["sentences_per_passage"] is None:
         inputs["stats"] = SENTENCE_STATS.format(corpus=wc.corpus)  # k = mean sentences per passage
     return inputs
 
@@ -570,10 +572,6 @@ def negatives_miners():
     return sorted({mc["negatives_from"] for mc in config["models"].values() if "negatives_from" in mc})
 
 
-def mining_setting(key, default):
-    return config.get("mining", {}).get(key, default)
-
-
 def mine_dense_inputs(wc):
     """The miner and its own shard indexes of the dataset's corpus (built for mining alone when no
     table or attribution pair searches them), and the dataset's training set."""
@@ -599,5 +597,5 @@ def sentence_depth_args(wc, input):
     """DCSR: search the top 100 x k sentences (k from the config, else the corpus mean)."""
     if not is_dcsr(wc.pmodel):
         return ""
-    k = config.get("dcsr", {}).get("sentences_per_passage")
+    k = config["dcsr"]["sentences_per_passage"]
     return f"--sentences-per-passage {k}" if k is not None else f"--sentence-stats {input.stats}"

@@ -21,13 +21,13 @@ rule embed_shard:
         store=lambda wc, input: str(Path(input.store_ids).parent),
         shards=lambda wc: len(shards(wc.corpus)),
         batch_size=config["embed"]["batch_size"],
-        fp16="--fp16" if config["embed"].get("fp16") else "",
+        fp16="--fp16" if config["embed"]["fp16"] else "",
         sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.pmodel) else "",
     threads: threads_for("embed_shard", 2)
     resources:
         mem_mb=resources_for("embed_shard", "mem_mb"),
         runtime=resources_for("embed_shard", "runtime"),
-        gpu=config["embed"].get("gpus", 0),
+        gpu=config["embed"]["gpus"],
     conda:
         "../envs/gpu.yaml"
     shell:
@@ -55,7 +55,7 @@ rule embed_questions:
     resources:
         mem_mb=resources_for("embed_questions", "mem_mb"),
         runtime=resources_for("embed_questions", "runtime"),
-        gpu=config["embed"].get("gpus", 0),
+        gpu=config["embed"]["gpus"],
     conda:
         "../envs/gpu.yaml"
     shell:

@@ -18,16 +18,16 @@ rule mine_dense_negatives:
     params:
         script=f"{SCRIPTS}/mine_dense_negatives.py",
         shards=mine_shard_args,
-        negatives=mining_setting("negatives", 30),
-        depth=mining_setting("depth", 100),
+        negatives=config["mining"]["negatives"],
+        depth=config["mining"]["depth"],
         match=lambda wc: match_type(wc.dataset),
         batch_size=config["embed"]["batch_size"],
-        gpu=str(config["index"].get("gpu", "auto")).lower(),
+        gpu=str(config["index"]["gpu"]).lower(),
     threads: threads_for("mine_dense_negatives", 2)
     resources:
         mem_mb=resources_for("mine_dense_negatives", "mem_mb"),
         runtime=resources_for("mine_dense_negatives", "runtime"),
-        gpu=config["embed"].get("gpus", 0),
+        gpu=config["embed"]["gpus"],
     conda:
         "../envs/gpu.yaml"
     shell:

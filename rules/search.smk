@@ -19,8 +19,8 @@ rule index_shard:
         bench_path("index_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/index_shard.py",
-        factory=config["index"].get("factory", "Flat"),
-        train_size=config["index"].get("train_size", 100000),
+        factory=config["index"]["factory"],
+        train_size=config["index"]["train_size"],
         seed=config["seed"],
     threads: threads_for("index_shard", 2)
     resources:
@@ -47,14 +47,14 @@ rule search_shard:
     params:
         script=f"{SCRIPTS}/search_shard.py",
         searches=search_args,
-        k=config["search"].get("k", 100),
-        gpu=str(config["index"].get("gpu", "auto")).lower(),
+        k=config["search"]["k"],
+        gpu=str(config["index"]["gpu"]).lower(),
         depth=sentence_depth_args,
     threads: threads_for("search_shard", 2)
     resources:
         mem_mb=resources_for("search_shard", "mem_mb"),
         runtime=resources_for("search_shard", "runtime"),
-        gpu=config["index"].get("gpus", 0),
+        gpu=config["index"]["gpus"],
     conda:
         "../envs/gpu.yaml"
     shell:
@@ -80,10 +80,10 @@ rule merge_runs:
         script=f"{SCRIPTS}/merge_runs.py",
         store=lambda wc, input: str(Path(input.store_ids).parent),
         hits=merge_hit_files,
-        k=config["search"].get("k", 100),
+        k=config["search"]["k"],
         tag=lambda wc: f"{wc.qmodel}--{wc.pmodel}",
         hasans=lambda wc: (
-            f"--hasans --temperature {config.get('dcsr', {}).get('temperature', 1.0)}" if is_dcsr(wc.pmodel) else ""
+            f"--hasans --temperature {config['dcsr']['temperature']}" if is_dcsr(wc.pmodel) else ""
         ),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: match_type(wc.dataset),

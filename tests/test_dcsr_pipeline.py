@@ -175,11 +175,20 @@ def test_dcsr_trains_through_the_shared_loop(tmp_path, corpus, tiny_bert):
     history = json.loads((tmp_path / "out" / "validation.json").read_text())
     assert [h["epoch"] for h in history] == [0, 1] and all(0 <= h["accuracy"] <= 1 for h in history)
     assert any("16 of 17 questions" in m for m in messages)
-    # the checkpoint left in ck/last refuses to resume under another sampling scheme
-    with pytest.raises(InputError, match="sampling='inpassage_bm25', now sampling='bm25_1'"):
-        train({**settings, "sampling": "bm25_1"}, tmp_path / "train.json", tmp_path / "dev.json", str(tiny_bert),
-              tmp_path / "out3", tmp_path / "ck", log=lambda m: None,
-              builder_cls=builder_class("dcsr", tmp_path / "s.tsv"))
+    # the checkpoint left in ck/last is not resumed under another sampling scheme, nor with
+    # another sentence table: each is set aside and training starts fresh
+    messages = []
+    train({**settings, "sampling": "bm25_1"}, tmp_path / "train.json", tmp_path / "dev.json", str(tiny_bert),
+          tmp_path / "out3", tmp_path / "ck", log=messages.append, builder_cls=builder_class("dcsr", tmp_path / "s.tsv"))
+    assert not any("resuming" in m for m in messages)
+    assert any("settings.sampling 'inpassage_bm25' -> 'bm25_1'" in m for m in messages), messages
+    with open(tmp_path / "s.tsv", "a", encoding="utf-8") as fh:  # one more sentence row: another table
+        fh.write("999999\t0\t0\t1\n")
+    messages = []
+    train({**settings, "sampling": "bm25_1"}, tmp_path / "train.json", tmp_path / "dev.json", str(tiny_bert),
+          tmp_path / "out4", tmp_path / "ck", log=messages.append, builder_cls=builder_class("dcsr", tmp_path / "s.tsv"))
+    assert any("sentence table changed (sha256" in m for m in messages), messages
+    assert len(list((tmp_path / "ck" / "stale").iterdir())) == 2
 
 
 def test_mean_pooled_dcsr_model_flows_through_export_and_embedding(tmp_path, corpus, tiny_bert):

@@ -234,18 +234,21 @@ def test_a_miner_trained_on_its_own_pupils_negatives_is_a_cycle(cfg):
         check_config(cfg)
 
 
-def test_schema_accepts_mining_and_rejects_unknown_keys(cfg, repo):
+def test_settings_accept_mining_and_reject_unknown_keys(cfg, repo):
     import copy
 
-    from snakemake.exceptions import WorkflowError
+    from dcsr.settings import check_sections
     from snakemake.utils import validate
 
     cfg["models"]["dcsr-hard"] = {"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "dcsr"}
     cfg["mining"] = {"depth": 50, "negatives": 5}
     validate(copy.deepcopy(cfg), str(repo / "config" / "schema.yaml"))
+    check_sections(cfg)
+    assert cfg["mining"] == {"depth": 50, "negatives": 5}
     cfg["mining"]["deep"] = 3
-    with pytest.raises(WorkflowError, match="deep"):
-        validate(cfg, str(repo / "config" / "schema.yaml"))
+    with pytest.raises(InputError) as e:
+        check_sections(cfg)
+    assert str(e.value) == "config: mining.deep: unknown key 'deep'; did you mean 'depth'?"
 
 
 def test_second_round_model_trains_on_its_miners_negatives_in_the_dag(repo, tmp_path):

@@ -203,14 +203,28 @@ def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):
     assert on["average_rank"] >= 0
 
 
+def _weights(model_dir):
+    """Every tensor of a saved bi-encoder, by name."""
+    _, model, _ = load_biencoder(model_dir)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _same_weights(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_resume_after_kill(tmp_path, repo, tiny_bert, data):
+    """Killed mid-run and resumed, training ends with exactly the weights of a run that was
+    never interrupted: bitwise, on CPU with the same seed (dropout on: its RNG state is part of
+    the checkpoint). Resuming from anything but the checkpoint (the base weights, another
+    step's optimizer state) gives other weights and fails this test."""
     train_json, dev_json = data
     out, ck = tmp_path / "out", tmp_path / "ck"
     planned = 60
-    settings = json.dumps({**SMALL, "epochs": 100, "max_steps": planned, "checkpoint_every_steps": 3})
+    settings = {**SMALL, "epochs": 100, "max_steps": planned, "checkpoint_every_steps": 3, "dropout": 0.1}
     cmd = [sys.executable, str(repo / "workflow/scripts/train_biencoder.py"), "--train", str(train_json), "--dev",
            str(dev_json), "--init", str(tiny_bert), "--output", str(out), "--checkpoint-dir", str(ck),
-           "--settings", settings]
+           "--settings", json.dumps(settings)]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
@@ -230,11 +244,59 @@ def test_resume_after_kill(tmp_path, repo, tiny_bert, data):
     assert done.returncode == 0, done.stderr[-3000:]
     resumed = [line for line in done.stderr.splitlines() if "resuming from step" in line]
     assert resumed, done.stderr[-3000:]
-    assert int(resumed[0].split("resuming from step ")[1].split()[0]) > 0
+    assert 0 < int(resumed[0].split("resuming from step ")[1].split()[0]) < planned
     log = _log(out / "train_log.jsonl")
     assert [r["step"] for r in log] == list(range(1, planned + 1))
     assert json.loads((out / "dcsr.json").read_text())["step"] == planned
     assert [p.name for p in ck.iterdir() if p.name.startswith(".")] == []
+
+    # the same run, never interrupted, in this process
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "ref", tmp_path / "ck-ref", log=lambda m: None)
+    assert _same_weights(_weights(out), _weights(tmp_path / "ref"))
+    ref_log = _log(tmp_path / "ref" / "train_log.jsonl")
+    assert [r["loss"] for r in log] == [r["loss"] for r in ref_log]
+
+
+def test_changed_training_data_is_not_resumed(tmp_path, tiny_bert, data):
+    """A checkpoint of other training data is set aside, not resumed: the run trains afresh,
+    says which input changed, and ends with the model a fresh run on the new data gives."""
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 2}
+    first = []
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out1", tmp_path / "ck", log=first.append)
+    assert any(m.startswith("starting from") for m in first)
+    old_sha = json.loads((tmp_path / "ck" / "last" / "fingerprint.json").read_text())["training data"]["sha256"]
+    # the same inputs again: the finished checkpoint is resumed (and nothing is trained)
+    again = []
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out2", tmp_path / "ck", log=again.append)
+    assert any(m.startswith("resuming from step 16") for m in again), again
+    assert _same_weights(_weights(tmp_path / "out1"), _weights(tmp_path / "out2"))
+
+    train_json.write_text(json.dumps(make_records(40)[8:]))  # other records, same count
+    messages = []
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out3", tmp_path / "ck", log=messages.append)
+    assert not any("resuming" in m for m in messages), messages
+    aside = [m for m in messages if "set aside" in m]
+    new_sha = json.loads((tmp_path / "ck" / "last" / "fingerprint.json").read_text())["training data"]["sha256"]
+    stale = list((tmp_path / "ck" / "stale").iterdir())
+    assert len(aside) == 1 and len(stale) == 1
+    assert aside[0] == (f"checkpoint {tmp_path / 'ck' / 'last'} set aside: it does not match this run "
+                        f"(training data changed (sha256 {old_sha[:12]} -> {new_sha[:12]})); moved it to "
+                        f"{stale[0]}, training from the start")
+    # the old checkpoint is kept whole, and the new model is a fresh run's on the new data
+    assert (stale[0] / "trainer_state.pt").is_file()
+    new = _weights(tmp_path / "out3")
+    assert not _same_weights(new, _weights(tmp_path / "out1"))
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out4", tmp_path / "ck-fresh", log=lambda m: None)
+    assert _same_weights(new, _weights(tmp_path / "out4"))
+    # a changed setting (one that determines the model) is named too
+    messages = []
+    train({**settings, "weight_decay": 0.01}, train_json, dev_json, str(tiny_bert), tmp_path / "out5",
+          tmp_path / "ck", log=messages.append)
+    assert any("(settings.weight_decay 0.0 -> 0.01)" in m for m in messages), messages
+    # the file hash is cached beside the file, keyed by size and mtime
+    cache = json.loads((train_json.parent / ".train.json.sha256.json").read_text())
+    assert cache["sha256"] == new_sha and cache["stamp"]["size"] == train_json.stat().st_size
 
 
 def test_two_processes_match_one(tmp_path, repo, tiny_bert, data):

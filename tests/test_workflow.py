@@ -55,7 +55,7 @@ def test_config_type_error_names_the_key(repo, tmp_path):
     bad.write_text("embed: {shards: two, batch_size: 8}\n")
     r = snakemake(repo, tmp_path, "-n", "--configfile", str(repo / "config" / "config.yaml"), str(bad))
     assert r.returncode != 0
-    assert "'two' is not of type 'integer'" in r.stdout + r.stderr
+    assert "config: embed.shards: expected int, found 'two'" in r.stdout + r.stderr
     assert not (tmp_path / "results").exists()
 
 

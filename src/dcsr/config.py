@@ -6,6 +6,7 @@ section uses is defined in another, and reports the offending key as ``config: a
 
 from __future__ import annotations
 
+from .checkpoints import check_encoder
 from .errors import InputError
 
 
@@ -70,6 +71,8 @@ def variant_settings(cfg: dict) -> dict[str, dict]:
 
 def check_config(cfg: dict) -> None:
     corpora, datasets, models, encoders = cfg["corpora"], cfg["datasets"], cfg["models"], cfg["encoders"]
+    for name, encoder in encoders.items():
+        check_encoder(encoder, _key("encoders", name))
     for name, c in corpora.items():
         if "subset" in c:
             _follow(corpora, name, "of", "subset", _key("corpora", name, "subset", "of"))

@@ -35,15 +35,15 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from .answers import MATCH_TYPES, has_answer
+from .answers import has_answer
 from .errors import InputError
+from .settings import DCSR_INTERNAL, DCSR_TRAIN, check_value, defaults
 from .train import Batch, Sample, SampleBuilder
 
 SENT_TOKEN = "<sent>"
 #: The vocabulary entry DCSR's code re-labels as ``<sent>`` (DPR's special-token hack).
 UNUSED_TOKEN = "[unused0]"
-SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
-DEFAULT_MAX_SENTENCES = 10  # DCSR's code: ``assert sent_num == 10`` markers per passage
+DEFAULT_MAX_SENTENCES = DCSR_TRAIN["max_sentences"].default  # DCSR's code: ``assert sent_num == 10`` markers per passage
 DEFAULT_MAX_LENGTH = 256  # DPR's / DCSR's sequence_length
 
 Span = tuple[int, int]
@@ -286,28 +286,17 @@ class SentenceSampleBuilder(SampleBuilder):
     """
 
     method = "dcsr"
-    SETTINGS = {
-        "sampling": ((str,), "inpassage_bm25", "DCSR negatives: bm25_1, bm25_2 or inpassage_bm25 (Table 4)"),
-        "max_sentences": ((int,), DEFAULT_MAX_SENTENCES, "<sent> markers per passage (DCSR's code: 10)"),
-        "match_type": ((str,), "string", "answer matching for positive sentences: string or regex"),
-    }
+    SETTINGS = {**DCSR_TRAIN, **DCSR_INTERNAL}
     bound_spans: Mapping[Any, Sequence[Span]] | None = None
     bound_tokenizer = None
     bound_sentence_table: str | None = None
 
     def __init__(self, settings: Mapping[str, Any], tokenizer=None,
                  spans: Mapping[Any, Sequence[Span]] | None = None):
-        full = {k: v[1] for k, v in self.SETTINGS.items()}
-        full.update(settings)
+        full = {**defaults(self.SETTINGS), **settings}
+        for key, spec in self.SETTINGS.items():
+            check_value(spec, full[key], f"settings.{key}")
         super().__init__(full)
-        if self.settings["sampling"] not in SAMPLINGS:
-            raise InputError("settings.sampling",
-                             f"expected one of {', '.join(SAMPLINGS)}, found {self.settings['sampling']!r}")
-        if self.settings["max_sentences"] < 1:
-            raise InputError("settings.max_sentences", f"must be at least 1, found {self.settings['max_sentences']!r}")
-        if self.settings["match_type"] not in MATCH_TYPES:
-            raise InputError("settings.match_type",
-                             f"expected one of {', '.join(MATCH_TYPES)}, found {self.settings['match_type']!r}")
         self.sampling = self.settings["sampling"]
         self.max_sentences = self.settings["max_sentences"]
         self.match_type = self.settings["match_type"]
@@ -325,6 +314,10 @@ class SentenceSampleBuilder(SampleBuilder):
         return type(cls.__name__, (cls,), {"bound_tokenizer": tokenizer, "bound_spans": spans,
                                            "bound_sentence_table": None if sentence_table is None
                                            else str(sentence_table)})
+
+    @classmethod
+    def input_files(cls) -> dict[str, str]:
+        return {} if cls.bound_sentence_table is None else {"sentence table": cls.bound_sentence_table}
 
     def setup(self, tokenizer, model) -> None:
         """Use ``tokenizer``; give ``<sent>`` an embedding row in ``model`` if it needs one."""

@@ -38,94 +38,22 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .errors import InputError
+from .fingerprint import describe_change, file_identity, init_identity
 from .formats import read_biencoder
 from .fsutil import atomic_open, atomic_path
 from .model import (BiEncoder, build_biencoder, load_biencoder, score, tokenize_passages, tokenize_questions,
                     write_biencoder)
+from .settings import NOT_IN_FINGERPRINT, TRAIN, Setting, filled
 
 # ---------------------------------------------------------------------- settings
 
-_NONE = type(None)
 
-#: key -> (accepted types, default, what it is). Defaults are DPR's (paper + biencoder_nq config).
-SETTINGS: dict[str, tuple[tuple[type, ...], Any, str]] = {
-    "batch_size": ((int,), 16, "questions per process per step (DPR: 16 per GPU)"),
-    "dev_batch_size": ((int, _NONE), None, "questions per process per dev batch (None: batch_size)"),
-    "learning_rate": ((float, int), 2e-5, "peak learning rate"),
-    "epochs": ((int,), 40, "passes over the training set"),
-    "warmup_steps": ((int,), 1237, "linear warm-up steps (DPR's NQ config)"),
-    "warmup_ratio": ((float, int, _NONE), None, "warm-up as a fraction of all steps; overrides warmup_steps"),
-    "weight_decay": ((float, int), 0.0, "AdamW weight decay (not on biases and norm weights)"),
-    "adam_eps": ((float, int), 1e-8, "AdamW epsilon"),
-    "max_grad_norm": ((float, int), 2.0, "gradient-norm clipping"),
-    "hard_negatives": ((int,), 1, "hard negatives per question (from hard_negative_ctxs)"),
-    "other_negatives": ((int,), 0, "other negatives per question (from negative_ctxs)"),
-    "shuffle_positives": ((bool,), False, "pick a random positive instead of the first"),
-    "question_max_length": ((int,), 256, "question tokens (DPR: 256)"),
-    "passage_max_length": ((int,), 256, "passage tokens, title + text (DPR: 256)"),
-    "pooling": ((str,), "cls", "cls (DPR) or mean"),
-    "seed": ((int,), 12345, "seed of order, negatives, dropout"),
-    "amp": ((str,), "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; off on CPU), bf16, fp16, off"),
-    "checkpoint_every_steps": ((int,), 0, "also checkpoint every N steps (0: at each epoch end only)"),
-    "max_steps": ((int,), 0, "stop after N steps (0: no cap); the schedule decays to the cap"),
-    "log_every_steps": ((int,), 100, "log a rolling training loss every N steps"),
-    "dropout": ((float, int, _NONE), None, "override every dropout probability (None: keep the checkpoint's)"),
-    "num_workers": ((int,), 0, "DataLoader workers building and tokenizing batches"),
-    "val_av_rank_hard_neg": ((int,), 30, "hard negatives per dev question for the average rank (DPR: 30)"),
-    "val_av_rank_other_neg": ((int,), 30, "other negatives per dev question for the average rank (DPR: 30)"),
-    "val_av_rank_max_qs": ((int,), 10000, "dev questions for the average rank (DPR: 10000)"),
-    "val_av_rank_start_epoch": ((int,), 30, "first epoch (0-based) whose validation also computes the average "
-                                            "rank; earlier epochs compute the NLL only (DPR: 30). The last "
-                                            "validation of a run always computes it"),
-}
-
-_CHOICES = {"pooling": ("cls", "mean"), "amp": ("auto", "bf16", "fp16", "off")}
-_POSITIVE = ("batch_size", "dev_batch_size", "epochs", "question_max_length", "passage_max_length")
-_NON_NEGATIVE = ("warmup_steps", "weight_decay", "hard_negatives", "other_negatives", "checkpoint_every_steps",
-                 "max_steps", "log_every_steps", "num_workers", "val_av_rank_hard_neg", "val_av_rank_other_neg",
-                 "val_av_rank_max_qs", "val_av_rank_start_epoch", "max_grad_norm")
-
-
-def _type_names(types: tuple[type, ...]) -> str:
-    return " or ".join("null" if t is _NONE else t.__name__ for t in types)
-
-
-def validate_settings(settings: Mapping[str, Any] | None,
-                      extra: Mapping[str, tuple[tuple[type, ...], Any, str]] | None = None) -> dict:
-    """The full settings (defaults filled in); an :class:`InputError` names any unknown key,
-    wrong type or out-of-range value. ``extra`` declares keys a :class:`SampleBuilder` adds."""
-    spec = {**SETTINGS, **(extra or {})}
-    if settings is None:
-        settings = {}
-    if not isinstance(settings, Mapping):
-        raise InputError("settings", f"expected a mapping of keys to values, found {type(settings).__name__}")
-    out = {}
-    for key, value in settings.items():
-        if key not in spec:
-            raise InputError(f"settings.{key}", f"unknown key {key!r}; known keys: {', '.join(sorted(spec))}")
-        types = spec[key][0]
-        # bool is an int in Python; a flag must not pass as a count or vice versa.
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-        if not ok:
-            raise InputError(f"settings.{key}", f"expected {_type_names(types)}, found {value!r}")
-        out[key] = float(value) if float in types and isinstance(value, int) and not isinstance(value, bool) else value
-    full = {k: v[1] for k, v in spec.items()}
-    full.update(out)
-    for key, choices in _CHOICES.items():
-        if full[key] not in choices:
-            raise InputError(f"settings.{key}", f"expected one of {', '.join(choices)}, found {full[key]!r}")
-    for key in _POSITIVE:
-        if full[key] is not None and full[key] < 1:
-            raise InputError(f"settings.{key}", f"must be at least 1, found {full[key]!r}")
-    for key in _NON_NEGATIVE:
-        if full[key] < 0:
-            raise InputError(f"settings.{key}", f"must not be negative, found {full[key]!r}")
-    if full["learning_rate"] <= 0:
-        raise InputError("settings.learning_rate", f"must be positive, found {full['learning_rate']!r}")
-    if full["warmup_ratio"] is not None and not 0 <= full["warmup_ratio"] <= 1:
-        raise InputError("settings.warmup_ratio", f"must be in [0, 1], found {full['warmup_ratio']!r}")
-    if full["dropout"] is not None and not 0 <= full["dropout"] < 1:
-        raise InputError("settings.dropout", f"must be in [0, 1), found {full['dropout']!r}")
+def validate_settings(settings: Mapping[str, Any] | None, extra: Mapping[str, Setting] | None = None) -> dict:
+    """The full settings: the given ones checked against :data:`dcsr.settings.TRAIN` (plus
+    ``extra``, the keys a :class:`SampleBuilder` adds) and every default filled in. An
+    :class:`InputError` names any unknown key (and the closest valid one), wrong type or
+    out-of-range value."""
+    full = filled({**TRAIN, **(extra or {})}, settings, "settings")
     if full["dev_batch_size"] is None:
         full["dev_batch_size"] = full["batch_size"]
     return full
@@ -141,13 +69,9 @@ def load_settings(arg: str | None) -> dict:
         with open(arg, encoding="utf-8") as fh:
             text = fh.read()
         if arg.endswith((".yaml", ".yml")):
-            import yaml
+            from .yamlutil import strict_load
 
-            try:
-                value = yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                raise InputError(where, f"malformed YAML: {e}")
-            return _settings_mapping(value, where)
+            return _settings_mapping(strict_load(Path(arg)), where)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -205,11 +129,11 @@ class SampleBuilder:
     order; with the default ``other_negatives=0`` a batch is ``[pos_1, hn_1, pos_2, hn_2, ...]``)
     and the target of question i is the row of its positive in the concatenation.
     Subclasses (DCSR) override :meth:`sample` and/or :meth:`collate`, and may declare extra
-    settings keys in ``SETTINGS`` (same form as :data:`SETTINGS`).
+    settings keys in ``SETTINGS`` (``{key: dcsr.settings.Setting}``).
     """
 
     method = "dpr"
-    SETTINGS: dict[str, tuple[tuple[type, ...], Any, str]] = {}
+    SETTINGS: dict[str, Setting] = {}
 
     def __init__(self, settings: Mapping[str, Any]):
         self.settings = dict(settings)
@@ -222,6 +146,12 @@ class SampleBuilder:
     def setup(self, tokenizer, model: BiEncoder) -> None:
         """Called once with the tokenizer and the bi-encoder before training or export (DCSR
         binds its tokenizer and makes sure ``<sent>`` has an embedding row)."""
+
+    @classmethod
+    def input_files(cls) -> dict[str, str]:
+        """Files besides the training and dev sets that determine the trained model, by name
+        (DCSR: its sentence table); they enter the checkpoint's fingerprint."""
+        return {}
 
     def prepare_records(self, records: list[dict], where: str, log: Callable[[str], None]) -> list[dict]:
         """The records of ``where`` (a file) that can be trained on; DPR keeps them all."""
@@ -562,9 +492,41 @@ LAST = "last"
 STATE_FILE = "trainer_state.pt"
 VALIDATION_FILE = "validation.json"
 TRAIN_LOG = "train_log.jsonl"
-# Settings that must match for a checkpoint to be resumed (others, e.g. logging, may change).
-_RESUME_KEYS = ("batch_size", "learning_rate", "epochs", "warmup_steps", "warmup_ratio", "max_steps", "seed",
-                "hard_negatives", "other_negatives", "pooling", "question_max_length", "passage_max_length")
+FINGERPRINT_FILE = "fingerprint.json"
+STALE = "stale"
+
+
+def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: Path, init: str,
+                inputs: Mapping[str, str], world: int) -> dict:
+    """Everything that determines the model a run becomes: the method, every setting but
+    :data:`~dcsr.settings.NOT_IN_FINGERPRINT` (the batch as the global batch, which is what
+    the loss sees), the content of the training and dev sets and of ``inputs`` (DCSR's
+    sentence table), and the initial checkpoint. A checkpoint resumes only on an exact match."""
+    settings = {k: v for k, v in s.items() if k not in NOT_IN_FINGERPRINT + ("batch_size", "dev_batch_size")}
+    return {
+        "method": method,
+        "settings": {**settings, "global_batch": s["batch_size"] * world,
+                     "global_dev_batch": s["dev_batch_size"] * world},
+        "training data": file_identity(train_json),
+        "dev data": file_identity(dev_json),
+        **{name: file_identity(path) for name, path in sorted(inputs.items())},
+        "init": init_identity(init),
+    }
+
+
+def _set_aside(checkpoint_dir: Path, last: Path, reason: str, say: Callable[[str], None]) -> None:
+    """Move a checkpoint that does not match this run to ``checkpoint_dir/stale/<time>``
+    (never deleted: it is a user's data) and say why in one line."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    dest = checkpoint_dir / STALE / stamp
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = checkpoint_dir / STALE / f"{stamp}-{n}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(last, dest)
+    say(f"checkpoint {last} set aside: it does not match this run ({reason}); moved it to {dest}, "
+        "training from the start")
 
 
 def _recover_last(checkpoint_dir: Path) -> Path | None:
@@ -588,7 +550,9 @@ def train(settings: Mapping[str, Any] | None, train_json: str | os.PathLike, dev
     """Train a bi-encoder from checkpoint ``init`` and write it to ``output_dir``.
 
     Runs single-process, or one process per device under ``torchrun`` (RANK / WORLD_SIZE /
-    LOCAL_RANK from the environment). Resumes from ``checkpoint_dir/last`` when present.
+    LOCAL_RANK from the environment). Resumes from ``checkpoint_dir/last`` when its
+    fingerprint (:func:`fingerprint`: inputs, init, settings) equals this run's; a checkpoint
+    that does not match is moved to ``checkpoint_dir/stale/`` and training starts fresh.
     Only rank 0 writes: checkpoints (``checkpoint_dir/last/``: the bi-encoder layout,
     ``trainer_state.pt``, ``validation.json``), the live ``checkpoint_dir/train_log.jsonl``,
     and at the very end, atomically, ``output_dir`` (``question_encoder/``,
@@ -616,19 +580,21 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
 
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     last = _recover_last(checkpoint_dir) if ctx.main else None
-    if ctx.enabled:  # rank 0 repaired the directory; everyone then reads the same state
+    # JSON-normalised, as it is compared with the one stored beside the checkpoint
+    identity = json.loads(json.dumps(fingerprint(s, builder.method, train_json, dev_json, init,
+                                                 builder_cls.input_files(), ctx.world))) if ctx.main else None
+    if last is not None:
+        try:
+            old = json.loads((last / FINGERPRINT_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = None
+        if old != identity:
+            _set_aside(checkpoint_dir, last, describe_change(old, identity), say)
+            last = None
+    if ctx.enabled:  # rank 0 decided; everyone then reads the same state
         dist.barrier()
         last = checkpoint_dir / LAST if (checkpoint_dir / LAST / STATE_FILE).is_file() else None
-    state = None
-    if last is not None:
-        state = torch.load(last / STATE_FILE, map_location="cpu", weights_only=False)
-        for key in _RESUME_KEYS + tuple(builder_cls.SETTINGS):
-            if state["settings"].get(key) != s.get(key):
-                raise InputError(str(last), f"checkpoint was written with {key}={state['settings'].get(key)!r}, "
-                                            f"now {key}={s.get(key)!r}; delete {checkpoint_dir} to start over")
-        if state["world_size"] * state["settings"]["batch_size"] != global_bs:
-            raise InputError(str(last), f"checkpoint was written with a global batch of "
-                                        f"{state['world_size'] * state['settings']['batch_size']}, now {global_bs}")
+    state = torch.load(last / STATE_FILE, map_location="cpu", weights_only=False) if last is not None else None
 
     # Same seed in every process for anything random in building the model; dropout then
     # gets a per-process stream.
@@ -703,6 +669,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
         "passage_max_length": s["passage_max_length"],
         "settings": s,
         "world_size": ctx.world,
+        "fingerprint": identity,
     }
 
     def checkpoint() -> None:
@@ -722,6 +689,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
             write_biencoder(model, tokenizer, tmp, {**meta, "step": step, "epoch": epoch})
             torch.save(trainer_state, tmp / STATE_FILE)
             _write_json(tmp / VALIDATION_FILE, history)
+            _write_json(tmp / FINGERPRINT_FILE, identity)
 
     def validate() -> None:
         t0 = time.time()
@@ -746,8 +714,12 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
             order = _epoch_order(len(records), s["seed"], epoch)
             steps_here = min(steps_per_epoch, pos + (total_steps - step))
             data = _EpochBatches(records, order, builder, tokenizer, epoch, pos, steps_here, ctx)
+            # A loader draws its workers' base seed from the generator it is given, else from
+            # torch's global RNG, which also drives dropout: a resume (a new loader mid-epoch)
+            # would then shift the dropout stream. Its own generator keeps the global RNG intact.
             loader = torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=s["num_workers"],
-                                                 collate_fn=_identity)
+                                                 collate_fn=_identity,
+                                                 generator=torch.Generator().manual_seed(s["seed"] + epoch))
             for batch in loader:
                 t0 = time.time()
                 batch = batch.to(ctx.device)

@@ -1,0 +1,308 @@
+"""Every setting of the pipeline, defined once: name, type, default, allowed values, help.
+
+The config sections ``train``, ``dcsr``, ``bm25``, ``mining``, ``embed``, ``index``,
+``search`` and ``evaluate`` (and a model's own ``train:``) are checked against these
+definitions when Snakemake builds the DAG (``rules/common.smk``), and the training code
+fills its defaults and checks its ``--settings`` from the same table
+(:func:`dcsr.train.validate_settings`). Nothing here imports torch.
+
+An unknown key, a wrong type or a value out of range is an :class:`~dcsr.errors.InputError`
+naming the key where it sits (``config: models.dcsr.train.poolng``) and, for an unknown key,
+the closest valid name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import InputError
+
+_NONE = type(None)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: accepted Python types, default, one line of help, and its allowed values
+    (``choices``) or range (``low``/``high``, inclusive unless ``*_open``)."""
+
+    types: tuple[type, ...]
+    default: Any
+    help: str
+    choices: tuple | None = None
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    item: type | None = None  # a list of this type (evaluate.ks)
+
+    def type_name(self) -> str:
+        names = ["null" if t is _NONE else t.__name__ for t in self.types]
+        if self.item is not None:
+            names = [f"list of {self.item.__name__}" if n == "list" else n for n in names]
+        return " or ".join(names)
+
+    def allowed(self) -> str:
+        """The allowed values in words (for the docs and messages)."""
+        if self.choices is not None:
+            return ", ".join(str(c) for c in self.choices)
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        return " and ".join(parts)
+
+
+def _s(types, default, help, **kw) -> Setting:
+    return Setting(types if isinstance(types, tuple) else (types,), default, help, **kw)
+
+
+POOLINGS = ("cls", "mean")
+AMP = ("auto", "bf16", "fp16", "off")
+SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
+MATCH_TYPES = ("string", "regex")
+
+#: What a bi-encoder's training reads (``dcsr.train``). Defaults are DPR's (paper and its
+#: ``biencoder_nq`` config). Every one of them determines the model except the three in
+#: :data:`NOT_IN_FINGERPRINT`.
+TRAIN: dict[str, Setting] = {
+    "batch_size": _s(int, 16, "questions per process per step (DPR: 16 per GPU)", low=1),
+    "dev_batch_size": _s((int, _NONE), None, "questions per process per dev batch (null: batch_size)", low=1),
+    "learning_rate": _s((float, int), 2e-5, "peak learning rate", low=0, low_open=True),
+    "epochs": _s(int, 40, "passes over the training set", low=1),
+    "warmup_steps": _s(int, 1237, "linear warm-up steps (DPR's NQ config)", low=0),
+    "warmup_ratio": _s((float, int, _NONE), None, "warm-up as a fraction of all steps; overrides warmup_steps",
+                       low=0, high=1),
+    "weight_decay": _s((float, int), 0.0, "AdamW weight decay (not on biases and norm weights)", low=0),
+    "adam_eps": _s((float, int), 1e-8, "AdamW epsilon", low=0, low_open=True),
+    "max_grad_norm": _s((float, int), 2.0, "gradient-norm clipping (0: none)", low=0),
+    "hard_negatives": _s(int, 1, "hard negatives per question (from hard_negative_ctxs)", low=0),
+    "other_negatives": _s(int, 0, "other negatives per question (from negative_ctxs)", low=0),
+    "shuffle_positives": _s(bool, False, "pick a random positive instead of the first"),
+    "question_max_length": _s(int, 256, "question tokens (DPR: 256)", low=1),
+    "passage_max_length": _s(int, 256, "passage tokens, title + text (DPR: 256)", low=1),
+    "pooling": _s(str, "cls", "cls (DPR: the [CLS] state; DCSR: the <sent> marker's) or mean (of the tokens)",
+                  choices=POOLINGS),
+    "seed": _s(int, 12345, "seed of order, negatives, dropout"),
+    "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; off on CPU), bf16, fp16, off",
+              choices=AMP),
+    "checkpoint_every_steps": _s(int, 0, "also checkpoint every N steps (0: at each epoch end only)", low=0),
+    "max_steps": _s(int, 0, "stop after N steps (0: no cap); the schedule decays to the cap", low=0),
+    "log_every_steps": _s(int, 100, "log a rolling training loss every N steps (0: never)", low=0),
+    "dropout": _s((float, int, _NONE), None, "override every dropout probability (null: keep the checkpoint's)",
+                  low=0, high=1, high_open=True),
+    "num_workers": _s(int, 0, "DataLoader workers building and tokenizing batches", low=0),
+    "val_av_rank_hard_neg": _s(int, 30, "hard negatives per dev question for the average rank (DPR: 30)", low=0),
+    "val_av_rank_other_neg": _s(int, 30, "other negatives per dev question for the average rank (DPR: 30)", low=0),
+    "val_av_rank_max_qs": _s(int, 10000, "dev questions for the average rank (DPR: 10000)", low=0),
+    "val_av_rank_start_epoch": _s(int, 30, "first epoch (0-based) whose validation also computes the average "
+                                           "rank; earlier ones the NLL only (DPR: 30); the last always does", low=0),
+}
+
+#: How a training job is launched (read by the rules, never passed to the training code).
+LAUNCH: dict[str, Setting] = {
+    "gpus": _s(int, 0, "GPUs per node; >1 starts torchrun --nproc_per_node gpus (DDP)", low=0),
+    "nodes": _s(int, 1, ">1: one Slurm job over this many nodes, srun + torchrun with a c10d rendezvous", low=1),
+    "cpus_per_gpu": _s(int, 2, "CPU cores per GPU of a training job (threads)", low=1),
+}
+
+#: DCSR's sample building (``dcsr.sentence_aware``): set under ``dcsr:`` or a DCSR model's ``train:``.
+DCSR_TRAIN: dict[str, Setting] = {
+    "sampling": _s(str, "inpassage_bm25", "DCSR negatives (Table 4): bm25_1 (+1 BM25), bm25_2 (+2 BM25), "
+                                          "inpassage_bm25 (+1 in-passage +1 BM25)", choices=SAMPLINGS),
+    "max_sentences": _s(int, 10, "<sent> markers per passage (DCSR's code: 10)", low=1),
+}
+
+#: Set by the pipeline from the training dataset's ``match``, not by a user.
+DCSR_INTERNAL: dict[str, Setting] = {
+    "match_type": _s(str, "string", "answer matching for positive sentences: string or regex", choices=MATCH_TYPES),
+}
+
+#: Settings that do not change the trained model: a checkpoint written under other values
+#: resumes (logging, data-loading workers, checkpoint frequency).
+NOT_IN_FINGERPRINT = ("log_every_steps", "num_workers", "checkpoint_every_steps")
+
+SECTIONS: dict[str, dict[str, Setting]] = {
+    "train": {**TRAIN, **LAUNCH},
+    "dcsr": {
+        **DCSR_TRAIN,
+        "temperature": _s((float, int), 1.0, "softmax temperature of score normalization (official: 1)",
+                          low=0, low_open=True),
+        "sentences_per_passage": _s((float, int, _NONE), None, "k of the top 100 x k sentences "
+                                                               "(null: the corpus mean)", low=0, low_open=True),
+    },
+    "bm25": {
+        "mine_negatives": _s(bool, True, "fill hard_negative_ctxs of training sets from BM25, as DPR did"),
+        "negatives": _s(int, 1, "hard negatives kept per question", low=1),
+        "depth": _s(int, 100, "BM25 hits inspected per question when mining", low=1),
+        "k": _s(int, 100, "hits kept per test question", low=1),
+        "k1": _s((float, int), 0.9, "BM25 k1 (Anserini's default)", low=0),
+        "b": _s((float, int), 0.4, "BM25 b (Anserini's default)", low=0, high=1),
+        "threads": _s(int, 1, "threads of an Anserini job", low=1),
+    },
+    "mining": {
+        "depth": _s(int, 100, "hits searched per training question: passages, or sentences for a DCSR miner", low=1),
+        "negatives": _s(int, 30, "hard negatives kept per question", low=1),
+    },
+    "embed": {
+        "shards": _s(int, 1, "shards of a corpus whose size the config does not know", low=1),
+        "passages_per_shard": _s((int, _NONE), None, "at most this many passages per shard job where the "
+                                                     "corpus size is known (null: use shards)", low=1),
+        "batch_size": _s(int, 64, "passages per encoder batch", low=1),
+        "fp16": _s(bool, False, "store vectors as float16"),
+        "gpus": _s(int, 0, "GPUs requested per embedding job", low=0),
+    },
+    "index": {
+        "factory": _s(str, "Flat", "any FAISS index_factory string; Flat = exact inner product"),
+        "train_size": _s(int, 100000, "vectors used to train factories that need training", low=1),
+        "gpu": _s((str, bool), "auto", "auto: use faiss GPUs when faiss-gpu sees one; true; false",
+                  choices=("auto", True, False)),
+        "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu)", low=0),
+    },
+    "search": {
+        "k": _s(int, 100, "passages retrieved per question", low=1),
+    },
+    "evaluate": {
+        "ks": _s(list, [1, 5, 20, 100], "the k of top-k answer recall", item=int, low=1),
+    },
+}
+
+
+def _where(where: str, key: str | None = None) -> str:
+    return where if key is None else f"{where}.{key}"
+
+
+def closest(key: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or ``''``."""
+    match = difflib.get_close_matches(str(key), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def check_value(spec: Setting, value: Any, where: str) -> Any:
+    """``value`` checked against ``spec`` (an int where a float is accepted becomes a float)."""
+    def bad(msg):
+        raise InputError(where, msg)
+
+    # bool is an int in Python: a flag must not pass as a count, nor a count as a flag
+    if not isinstance(value, spec.types) or (isinstance(value, bool) and bool not in spec.types):
+        bad(f"expected {spec.type_name()}, found {value!r}")
+    if isinstance(value, list):
+        if not value:
+            bad("must not be empty")
+        for i, v in enumerate(value):
+            check_value(Setting((spec.item,), None, "", low=spec.low, high=spec.high), v, f"{where}[{i}]")
+        return list(value)
+    if spec.choices is not None and value not in spec.choices:
+        bad(f"expected one of {spec.allowed()}, found {value!r}")
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if spec.low is not None and (value < spec.low or (spec.low_open and value == spec.low)):
+        bad(f"must be {spec.allowed()}, found {value!r}")
+    if spec.high is not None and (value > spec.high or (spec.high_open and value == spec.high)):
+        bad(f"must be {spec.allowed()}, found {value!r}")
+    if float in spec.types and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def check(spec: Mapping[str, Setting], values: Mapping[str, Any] | None, where: str,
+          hints: Mapping[str, str] | None = None) -> dict:
+    """The given ``values`` checked against ``spec`` (defaults not filled in). ``where`` is the
+    section's place (``config: train``, ``config: models.dcsr.train``, or ``settings`` for the
+    training code);
+    ``hints`` explain keys that belong elsewhere."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise InputError(_where(where), f"expected a mapping of keys to values, found {type(values).__name__}")
+    out = {}
+    for key, value in values.items():
+        if key not in spec:
+            hint = (hints or {}).get(key)
+            if hint is None:
+                hint = closest(key, spec) or f"; valid keys: {', '.join(sorted(spec))}"
+            else:
+                hint = f": {hint}"
+            raise InputError(_where(where, key), f"unknown key {key!r}{hint}")
+        out[key] = check_value(spec[key], value, _where(where, key))
+    return out
+
+
+def defaults(spec: Mapping[str, Setting]) -> dict:
+    return {k: (list(s.default) if isinstance(s.default, list) else s.default) for k, s in spec.items()}
+
+
+def filled(spec: Mapping[str, Setting], values: Mapping[str, Any] | None, where: str, **kw) -> dict:
+    """The checked ``values`` with every default filled in."""
+    return {**defaults(spec), **check(spec, values, where, **kw)}
+
+
+_ELSEWHERE = {
+    **{k: "a DCSR setting: set it under dcsr: (all DCSR models) or a DCSR model's own train:" for k in DCSR_TRAIN},
+    **{k: "set by the pipeline from the training dataset's match" for k in DCSR_INTERNAL},
+}
+
+
+def check_train_sections(cfg: Mapping[str, Any]) -> None:
+    """The top-level ``train:`` and every model's ``train:`` (a DCSR model's may also set
+    :data:`DCSR_TRAIN`); run at DAG build."""
+    check(SECTIONS["train"], cfg.get("train"), "config: train", hints=_ELSEWHERE)
+    for name, model in cfg.get("models", {}).items():
+        own = model.get("train") if isinstance(model, Mapping) else None
+        if model.get("method") == "dcsr":
+            check({**SECTIONS["train"], **DCSR_TRAIN}, own, f"config: models.{name}.train", hints=_ELSEWHERE)
+        else:
+            hints = {k: f"a DCSR setting, and model {name!r} has method {model.get('method')!r}" for k in DCSR_TRAIN}
+            check(SECTIONS["train"], own, f"config: models.{name}.train", hints={**_ELSEWHERE, **hints})
+
+
+def check_sections(cfg: dict) -> None:
+    """Check every settings section of ``cfg`` and fill in the defaults of all but ``train``
+    (whose values travel to the training code as given, which fills its own)."""
+    check_train_sections(cfg)
+    cfg.setdefault("train", {})
+    for section in ("dcsr", "bm25", "mining", "embed", "index", "search", "evaluate"):
+        cfg[section] = filled(SECTIONS[section], cfg.get(section), f"config: {section}")
+
+
+def markdown_table(section: str) -> str:
+    """A Markdown table of a section's settings (name, type, default, allowed values, help)."""
+    rows = ["| key | type | default | allowed | what it is |", "|---|---|---|---|---|"]
+    spec = SECTIONS[section] if section in SECTIONS else {"train_dcsr": DCSR_TRAIN}[section]
+    for key, s in spec.items():
+        default = "null" if s.default is None else str(s.default).lower() if isinstance(s.default, bool) else s.default
+        rows.append(f"| `{key}` | {s.type_name()} | `{default}` | {s.allowed()} | {s.help} |")
+    return "\n".join(rows)
+
+
+_INTRO = {
+    "train": "Training of every model; a model's own `train:` overrides any key for that model. "
+             "`gpus`, `nodes` and `cpus_per_gpu` say how the job is launched.",
+    "train_dcsr": "DCSR's sample building: under `dcsr:` for every DCSR model, or in a DCSR model's own `train:`.",
+    "dcsr": "DCSR models (method `dcsr`): sample building and retrieval.",
+    "bm25": "BM25 (Pyserini/Anserini): retrieval of test questions and hard-negative mining.",
+    "mining": "Hard negatives mined by a dense model (`models.<name>.negatives_from`).",
+    "embed": "Corpus embedding, one job per shard.",
+    "index": "FAISS indexes, one per shard.",
+    "search": "Dense search.",
+    "evaluate": "Top-k answer recall (DPR's matching rules).",
+}
+
+
+def reference() -> str:
+    """docs/settings.md: every section's table (``python -m dcsr.settings > docs/settings.md``)."""
+    parts = ["# Settings", "",
+             "Generated from `src/dcsr/settings.py` (`python -m dcsr.settings > docs/settings.md`), the one "
+             "definition that `snakemake` checks the config against before the first job and that the training "
+             "code fills its defaults from. An unknown key or a bad value fails `snakemake -n` naming the key "
+             "(and the closest valid one).", ""]
+    for section in ("train", "train_dcsr", "dcsr", "bm25", "mining", "embed", "index", "search", "evaluate"):
+        title = "DCSR keys of `train:`" if section == "train_dcsr" else f"`{section}:`"
+        parts += [f"## {title}", "", _INTRO[section], "", markdown_table(section), ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
