@@ -17,7 +17,8 @@ def test_evaluate_run_end_to_end(tmp_path):
                                       Passage(3, "Nothing here.", "X")])
     write_qas(tmp_path / "q.tsv", [QA("capital of France?", ["Paris"]), QA("where is Berlin?", ["Germany"]),
                                    QA("unanswerable?", ["Mars"])])
-    write_trec(tmp_path / "r.trec", {0: [(3, 2.0), (1, 1.0)], 1: [(2, 5.0)]}, tag="t")
+    write_trec(tmp_path / "r.trec", {0: [(3, 2.0), (1, 1.0)], 1: [(2, 5.0)], 2: []}, tag="t")
+    assert (tmp_path / "r.trec").read_text().splitlines()[-1] == "# no hits: 2"
     m = evaluate_run(tmp_path / "r.trec", tmp_path / "q.tsv", tmp_path / "c.tsv", tmp_path / "m.json",
                      tmp_path / "per.jsonl", ks=(1, 2))
     assert m["top1"] == 100 / 3 and m["top2"] == 200 / 3 and m["questions"] == 3

@@ -151,7 +151,7 @@ def test_malformed_row_names_file_and_line_and_leaves_no_output(tmp_path):
 def test_repeated_passage_id_is_an_input_error(tmp_path):
     corpus = tmp_path / "corpus.tsv"
     write_corpus(corpus, [Passage(5, "One.", "a"), Passage(5, "Two.", "b")])
-    with pytest.raises(InputError, match="passage id 5 appears twice"):
+    with pytest.raises(InputError, match=r"corpus.tsv:3: passage id 5 occurs a second time"):
         split_corpus(corpus, tmp_path / "s.tsv", progress=False)
     assert not (tmp_path / "s.tsv").exists()
 

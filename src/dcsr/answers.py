@@ -11,12 +11,12 @@ from functools import lru_cache
 
 import regex
 
+from .settings import MATCH_TYPES
+
 # As DrQA's SimpleTokenizer: runs of letters/numbers/marks, or any other non-space character.
 _ALPHA_NUM = r"[\p{L}\p{N}\p{M}]+"
 _NON_WS = r"[^\p{Z}\p{C}]"
 _TOKEN_RE = regex.compile(f"({_ALPHA_NUM})|({_NON_WS})", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
-
-MATCH_TYPES = ("string", "regex")
 
 
 def _normalize(text: str) -> str:

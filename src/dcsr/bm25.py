@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import InputError
-from .formats import iter_passages
+from .formats import iter_passages, output_folder
 from .fsutil import atomic_path
 from .mining import select_negatives, training_questions, write_mined_negatives
 from .runs import read_trec
@@ -328,7 +328,7 @@ def _read_run_arrays(run_path: Path, n_questions: int, depth: int) -> tuple[np.n
     with open(run_path, encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, start=1):
             parts = line.split()
-            if not parts:
+            if not parts or parts[0].startswith("#"):
                 continue
             try:
                 qid, pid, rank, score = int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
@@ -362,26 +362,28 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
     t0 = time.time()
     # Pass 1: the questions, answers and positive ids (the records themselves stay on disk).
     has_hard: list[bool] = []
-    questions, answers, positive_ids, positive_texts = training_questions(train_json, has_hard)
+    wheres: list[str] = []
+    questions, answers, positive_ids, positive_texts = training_questions(train_json, has_hard, wheres)
     mine = [not (keep_existing and h) for h in has_hard]
     nq = len(questions)
     log.info("%s: %d questions (%d to mine)", train_json, nq, sum(mine))
 
     # BM25 search of all questions to mine, in one batch.
     out_json = Path(out_json)
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{out_json.name}.run.", dir=out_json.parent) as tmp:
-        run_path = Path(tmp) / "bm25.trec"
-        search_to_run(index_dir, ((q, questions[q]) for q in range(nq) if mine[q]), run_path,
-                      k=depth, threads=threads, k1=k1, b=b, memory=memory)
-        pids, scores = _read_run_arrays(run_path, nq, depth)
+    with output_folder(out_json.parent):  # an error leaves no empty output folder
+        with tempfile.TemporaryDirectory(prefix=f".{out_json.name}.run.", dir=out_json.parent) as tmp:
+            run_path = Path(tmp) / "bm25.trec"
+            search_to_run(index_dir, ((q, questions[q]) for q in range(nq) if mine[q]), run_path,
+                          k=depth, threads=threads, k1=k1, b=b, memory=memory)
+            pids, scores = _read_run_arrays(run_path, nq, depth)
 
-    # One pass over the corpus, holding only the texts of currently selected passages.
-    selected, texts, _checked = select_negatives(pids, corpus_tsv, answers, positive_ids, positive_texts,
-                                                 n_negatives, match_type, mine=mine)
+        # One pass over the corpus, holding only the texts of currently selected passages (and
+        # checking that every positive passage_id is in the corpus).
+        selected, texts, _checked = select_negatives(pids, corpus_tsv, answers, positive_ids, positive_texts,
+                                                     n_negatives, match_type, mine=mine, positive_wheres=wheres)
 
-    # Pass 2: write every record with its new hard negatives.
-    n_with, n_total = write_mined_negatives(train_json, out_json, nq, selected, pids, scores, texts, mine=mine)
+        # Pass 2: write every record with its new hard negatives.
+        n_with, n_total = write_mined_negatives(train_json, out_json, nq, selected, pids, scores, texts, mine=mine)
     n_mined = sum(mine)
     stats = {
         "questions": nq,

@@ -1,8 +1,9 @@
 """Top-k answer recall with DPR's semantics.
 
 A question counts as answered at k when one of its top-k retrieved passages has the
-answer under DPR's ``has_answer`` (token match; regex match for CuratedTREC). Questions the
-run does not mention count as misses, so a truncated run can only lower the numbers.
+answer under DPR's ``has_answer`` (token match; regex match for CuratedTREC). The run must
+list every question of the question file (one without hits as a ``# no hits`` line,
+:mod:`dcsr.runs`): a question missing from it is an error, not a silent miss.
 """
 
 from __future__ import annotations
@@ -49,13 +50,21 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     run = read_trec(run_trec)
     extra = sorted(q for q in run if not 0 <= q < len(qas))
     if extra:
-        raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {len(qas)} questions")
+        raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {len(qas)} questions "
+                                        f"(0..{len(qas) - 1}); was the run made for another question file?")
+    absent = [q for q in range(len(qas)) if q not in run]
+    if absent:
+        shown = ", ".join(str(q) for q in absent[:10]) + (", ..." if len(absent) > 10 else "")
+        raise InputError(str(run_trec), f"lacks {len(absent)} of the {len(qas)} questions of {qas_path} "
+                                        f"(0-based: {shown}); search them again (a run lists every question, "
+                                        "one without hits as a '# no hits: QID' line)")
     depth = max(ks)
     wanted = {pid for hits in run.values() for pid, _ in hits[:depth]}
     texts = load_passages(corpus_tsv, wanted)
     missing = wanted - texts.keys()
     if missing:
-        raise InputError(str(run_trec), f"retrieves passage {min(missing)}, which is not in {corpus_tsv}")
+        raise InputError(str(run_trec), f"retrieves passage {min(missing)}, which is not in {corpus_tsv}; "
+                                        "was the run made over another corpus?")
     matcher = PassageMatcher(match_type)
     flags = []
     for q, qa in enumerate(qas):

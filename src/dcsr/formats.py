@@ -14,12 +14,14 @@ Every reader names the file and line of a bad record in an :class:`~dcsr.errors.
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import gzip
 import io
 import json
 import os
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -53,23 +55,70 @@ def open_text(path: str | os.PathLike, mode: str = "r"):
     return open(path, mode, encoding="utf-8", newline="")
 
 
+def utf8_error_at(path: str | os.PathLike) -> tuple[int, int, int] | None:
+    """``(line, byte offset, byte)`` of the first byte of ``path`` that is not UTF-8 (offsets
+    into the decompressed data of a ``.gz``), or None when the whole file decodes."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    line, offset = 1, 0
+    with opener(path, "rb") as fh:
+        for raw in fh:  # '\n' never occurs inside a multi-byte UTF-8 sequence
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return line, offset + e.start, raw[e.start]
+            line += 1
+            offset += len(raw)
+    return None
+
+
+def not_utf8(path: str | os.PathLike) -> InputError:
+    """The :class:`InputError` for a file that is not UTF-8, naming the line and byte offset."""
+    found = utf8_error_at(path)
+    if found is None:
+        return InputError(str(path), "is not valid UTF-8; re-encode the file as UTF-8")
+    line, offset, byte = found
+    return InputError(at(path, line), f"not UTF-8 text (byte 0x{byte:02x} at byte offset {offset}); "
+                                      "re-encode the file as UTF-8, e.g. with iconv -f latin1 -t utf-8")
+
+
+@contextlib.contextmanager
+def read_text(path: str | os.PathLike):
+    """:func:`open_text` for reading, with undecodable bytes and a truncated ``.gz`` reported as
+    an :class:`InputError` naming the file (and line) instead of a codec traceback."""
+    with open_text(path) as fh:
+        try:
+            yield fh
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise InputError(str(path), f"is not a complete gzip file ({e}); it is truncated or corrupt, "
+                                        "download or compress it again") from None
+
+
 # --------------------------------------------------------------------------- corpus
 
 
 def iter_passages(path: str | os.PathLike) -> Iterator[Passage]:
-    """Stream the passages of a DPR corpus TSV, checking every row."""
-    with open_text(path) as fh:
+    """Stream the passages of a DPR corpus TSV, checking every row (and that no passage id
+    repeats: a bitmap of the ids seen, 2.6 MB for DPR's 21M ids)."""
+    seen = bytearray()  # bit i: id i seen (ids 0 .. 2^28, at most 32 MB)
+    seen_other: set[int] = set()  # negative or huge ids
+    n = 0
+    with read_text(path) as fh:
         reader = csv.reader(fh, delimiter="\t")
         try:
             header = next(reader)
         except StopIteration:
-            raise InputError(at(path, 1), "empty corpus file (expected a header row 'id<TAB>text<TAB>title')")
+            raise InputError(str(path), "the corpus file is empty; expected the header row "
+                                        "'id<TAB>text<TAB>title', then one passage per line")
         if [h.strip().lower() for h in header] != CORPUS_HEADER:
-            raise InputError(at(path, 1), f"expected the header row 'id<TAB>text<TAB>title', found {header!r}")
+            raise InputError(at(path, 1), f"expected the header row 'id<TAB>text<TAB>title', found {header!r}; "
+                                          "add that header as the first line (DPR's psgs_w100.tsv has it)")
         for row in reader:
             line = reader.line_num
             if len(row) != 3:
-                raise InputError(at(path, line), f"expected 3 tab-separated fields (id, text, title), found {len(row)}")
+                raise InputError(at(path, line), f"expected 3 tab-separated fields (id, text, title), found {len(row)}; "
+                                                 "a field holding a tab, a newline or a '\"' must be csv-quoted")
             pid, text, title = row
             try:
                 pid_int = int(pid)
@@ -77,7 +126,22 @@ def iter_passages(path: str | os.PathLike) -> Iterator[Passage]:
                 raise InputError(at(path, line), f"passage id {pid!r} is not an integer")
             if not text.strip():
                 raise InputError(at(path, line), f"passage {pid} has an empty text")
+            if 0 <= pid_int < 1 << 28:
+                byte, bit = pid_int >> 3, 1 << (pid_int & 7)
+                if byte >= len(seen):
+                    seen.extend(bytes(max(byte + 1 - len(seen), len(seen))))
+                repeated = seen[byte] & bit
+                seen[byte] |= bit
+            else:
+                repeated = pid_int in seen_other
+                seen_other.add(pid_int)
+            if repeated:
+                raise InputError(at(path, line), f"passage id {pid_int} occurs a second time; "
+                                                 "passage ids must be unique (remove or renumber the duplicate)")
+            n += 1
             yield Passage(pid_int, text, title)
+    if n == 0:
+        raise InputError(str(path), "the corpus has a header row but no passages")
 
 
 def write_corpus(path: str | os.PathLike, passages: Iterable[Passage]) -> int:
@@ -113,7 +177,7 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
     training files stream; ``line`` is the 1-based line where the element starts.
     """
     decoder = json.JSONDecoder()
-    with open_text(path) as fh:
+    with read_text(path) as fh:
         buf = fh.read(chunk_size)
         eof = len(buf) < chunk_size
         pos = 0
@@ -139,8 +203,11 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
         skip_ws()
         while pos >= len(buf) and refill():
             skip_ws()
-        if pos >= len(buf) or buf[pos] != "[":
-            raise InputError(at(path, line), "expected a JSON array of records ('[' ...)")
+        if pos >= len(buf):
+            raise InputError(str(path), "the file is empty; expected a JSON array of records ('[' ...)")
+        if buf[pos] != "[":
+            raise InputError(at(path, line), f"expected a JSON array of records ('[' ...), found {buf[pos]!r}; "
+                                             "a DPR biencoder file is one JSON list of records")
         pos += 1
         expect_value = True
         while True:
@@ -167,7 +234,7 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
                 except json.JSONDecodeError as e:
                     if not refill():
                         bad_line = line + buf.count("\n", pos, e.pos)
-                        raise InputError(at(path, bad_line), f"malformed JSON: {e.msg}")
+                        raise InputError(at(path, bad_line), f"malformed JSON: {e.msg} (column {e.colno})")
             start_line = line
             line += buf.count("\n", pos, end)
             pos = end
@@ -198,8 +265,19 @@ def iter_biencoder(path: str | os.PathLike, require_positive: bool = True) -> It
     Each record is normalised to ``question``, ``answers``, ``positive_ctxs``,
     ``negative_ctxs``, ``hard_negative_ctxs`` (missing negative lists become empty).
     """
+    for _where, rec in iter_biencoder_at(path, require_positive):
+        yield rec
+
+
+def record_where(path: str | os.PathLike, line: int, n: int) -> str:
+    """How errors name record ``n`` (0-based) of a JSON file: ``path:line (record n)``."""
+    return f"{at(path, line)} (record {n})"
+
+
+def iter_biencoder_at(path: str | os.PathLike, require_positive: bool = True) -> Iterator[tuple[str, dict]]:
+    """:func:`iter_biencoder`, each record with where it is (:func:`record_where`)."""
     for n, (line, rec) in enumerate(iter_json_array(path)):
-        where = f"{at(path, line)} (record {n})"
+        where = record_where(path, line, n)
         if not isinstance(rec, dict):
             raise InputError(where, "record is not a JSON object")
         if not isinstance(rec.get("question"), str) or not rec["question"].strip():
@@ -216,11 +294,12 @@ def iter_biencoder(path: str | os.PathLike, require_positive: bool = True) -> It
                 raise InputError(where, f"'{key}' must be a list")
             out[key] = [_check_ctx(c, where, key, i) for i, c in enumerate(ctxs)]
         if require_positive and not out["positive_ctxs"]:
-            raise InputError(where, "record has no 'positive_ctxs'")
+            raise InputError(where, "record has no 'positive_ctxs' (training needs a positive passage "
+                                    "per question); give it one or drop the record")
         for extra in ("id", "dataset"):
             if extra in rec:
                 out[extra] = rec[extra]
-        yield out
+        yield where, out
 
 
 def read_biencoder(path: str | os.PathLike, require_positive: bool = True) -> list[dict]:
@@ -245,25 +324,37 @@ def write_biencoder(path: str | os.PathLike, records: Iterable[dict]) -> int:
 
 
 def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
-    """Stream a DPR qas TSV: ``question<TAB>['answer', ...]`` per line, no header."""
-    with open_text(path) as fh:
+    """Stream a DPR qas TSV: ``question<TAB>['answer', ...]`` per line, no header. Every
+    question needs an answer (it could never be scored otherwise), and a file without any
+    question is an error."""
+    n = 0
+    with read_text(path) as fh:
         reader = csv.reader(fh, delimiter="\t")
         for row in reader:
             line = reader.line_num
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             if len(row) < 2:
-                raise InputError(at(path, line), "expected 'question<TAB>answers', found one field")
+                raise InputError(at(path, line), "expected 'question<TAB>answers', found one field; "
+                                                 "separate the question from its answer list with a tab")
             question, raw = row[0], row[1]
             if not question.strip():
                 raise InputError(at(path, line), "empty question")
             try:
                 answers = ast.literal_eval(raw)
             except (ValueError, SyntaxError):
-                raise InputError(at(path, line), f"answers {raw[:80]!r} are not a Python literal list")
+                raise InputError(at(path, line), f"answers {raw[:80]!r} are not a Python literal list; "
+                                                 "write them as ['answer', ...]")
             if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-                raise InputError(at(path, line), "answers must be a list of strings")
+                raise InputError(at(path, line), "answers must be a list of strings, as ['answer', ...]")
+            if not answers:
+                raise InputError(at(path, line), "the question has no answers (an empty list); "
+                                                 "give at least one answer string or drop the question")
+            n += 1
             yield QA(question, answers)
+    if n == 0:
+        raise InputError(str(path), "no questions (the file is empty); expected one "
+                                    "'question<TAB>['answer', ...]' per line")
 
 
 def read_qas(path: str | os.PathLike) -> list[QA]:
@@ -289,7 +380,7 @@ SENTENCES_HEADER = ["passage_id", "sentence", "start", "end"]
 def iter_sentence_table(path: str | os.PathLike) -> Iterator[tuple[int, int, int, int]]:
     """Stream the sentence table: ``passage_id, sentence, start, end`` (character offsets
     into the passage text, end exclusive), sorted by passage then sentence."""
-    with open_text(path) as fh:
+    with read_text(path) as fh:
         header = fh.readline().rstrip("\n").split("\t")
         if header != SENTENCES_HEADER:
             raise InputError(at(path, 1), f"expected header {SENTENCES_HEADER}, found {header}")
@@ -319,6 +410,24 @@ def sentence_spans(path: str | os.PathLike, wanted: set[int] | None = None) -> d
     """``{passage_id: [(start, end), ...]}`` from the sentence table, for the passages in
     ``wanted`` only (all when None), streaming the table once."""
     return {pid: spans for pid, spans in passage_sentences(path) if wanted is None or pid in wanted}
+
+
+@contextlib.contextmanager
+def output_folder(folder: str | os.PathLike):
+    """Create ``folder`` (and its missing parents) for outputs; if the block fails, remove the
+    folders made here again, innermost first, as far as they are still empty, so a failed step
+    leaves no empty output folder behind."""
+    folder = Path(folder).absolute()
+    new = [d for d in (folder, *folder.parents) if not d.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    except BaseException:
+        for d in new:
+            if any(d.iterdir()):
+                break
+            d.rmdir()
+        raise
 
 
 def ensure_parent(path: str | os.PathLike) -> Path:

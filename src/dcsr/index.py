@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -63,16 +64,40 @@ def write_index(index, path: str | os.PathLike) -> None:
 
 
 def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto"):
+    """A FAISS index from ``path``; a missing, truncated or corrupt file is an :class:`InputError`."""
     faiss = _faiss()
-    index = faiss.read_index(str(path))
+    if not os.path.isfile(path):
+        raise InputError(str(path), "no such FAISS index file; build it with index_shard.py")
+    try:
+        index = faiss.read_index(str(path))
+    except RuntimeError as e:
+        log.debug("faiss.read_index(%s): %s", path, e)
+        raise InputError(str(path), "not a readable FAISS index (truncated or corrupt); "
+                                    "delete it and build it again with index_shard.py") from None
     if (use_gpu == "auto" and gpu_available()) or use_gpu is True:
         index = faiss.index_cpu_to_all_gpus(index)
     return index
 
 
+def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | None = None) -> np.ndarray:
+    """``np.load`` of an embedding shard file, a truncated or foreign file (or an array of the
+    wrong rank) reported as an :class:`InputError` naming it."""
+    try:
+        arr = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise InputError(str(path), "no such .npy file") from None
+        log.debug("np.load(%s): %s", path, e)
+        raise InputError(str(path), "not a readable .npy array (truncated or corrupt); "
+                                    "delete it and let the step that writes it run again") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise InputError(str(path), f"holds an array of shape {arr.shape}; expected {ndim} dimensions")
+    return arr
+
+
 def index_shard(vectors_npy: str | os.PathLike, out_index: str | os.PathLike, factory: str = "Flat",
                 train_size: int | None = None, seed: int = 0) -> dict:
-    vecs = np.load(vectors_npy, mmap_mode="r")
+    vecs = load_npy(vectors_npy, ndim=2, mmap_mode="r")
     index = build_index(vecs, factory, train_size=train_size, seed=seed)
     write_index(index, out_index)
     return {"vectors": int(index.ntotal), "dim": int(vecs.shape[1]) if vecs.ndim == 2 else 0, "factory": factory}
@@ -92,10 +117,16 @@ def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
     index once: every question encoder and test set searched against one passage encoder's
     shard (at 21M passages, reading a shard index costs far more than searching it)."""
     index = read_index(index_path, use_gpu=use_gpu)
-    ids = np.load(ids_npy)
-    if index.ntotal != len(ids):
-        raise InputError(str(ids_npy), f"has {len(ids)} ids but the index {index_path} holds {index.ntotal} vectors")
+    ids = load_npy(ids_npy, ndim=1)
+    check_ids(ids, ids_npy, index, index_path)
     return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size) for queries_npy, out_npz in searches]
+
+
+def check_ids(ids: np.ndarray, ids_npy, index, index_path) -> None:
+    """A shard's ids must name every vector of its index, one id per vector."""
+    if index.ntotal != len(ids):
+        raise InputError(str(ids_npy), f"has {len(ids)} ids but the index {index_path} holds {index.ntotal} vectors; "
+                                       "the two files come from different runs of the shard: embed and index it again")
 
 
 def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int = 4096,
@@ -120,7 +151,7 @@ def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int 
 
 
 def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int) -> dict:
-    q = np.load(queries_npy)
+    q = load_npy(queries_npy)
     scores, hit_ids = search_index(index, ids, q, k, batch_size, where=str(queries_npy))
     with atomic_path(out_npz, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
@@ -144,9 +175,14 @@ def merge_topk(shard_scores: Sequence[np.ndarray], shard_ids: Sequence[np.ndarra
 def merge_shard_hits(shard_npzs: Sequence[str | os.PathLike], k: int):
     scores, ids = [], []
     for path in shard_npzs:
-        with np.load(path) as z:
-            scores.append(z["scores"])
-            ids.append(z["ids"])
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                scores.append(z["scores"])
+                ids.append(z["ids"])
+        except (ValueError, EOFError, OSError, KeyError, zipfile.BadZipFile) as e:
+            log.debug("np.load(%s): %s", path, e)
+            raise InputError(str(path), "not a readable shard hits file (truncated or corrupt); "
+                                        "delete it and search the shard again") from None
     return merge_topk(scores, ids, k)
 
 

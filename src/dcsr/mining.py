@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from .answers import PassageMatcher
 from .errors import InputError
-from .formats import iter_biencoder, iter_json_array, iter_passages, write_biencoder
+from .formats import iter_biencoder_at, iter_json_array, iter_passages, write_biencoder
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +45,25 @@ SENTENCE_SLOTS = 1 << 12
 # --------------------------------------------------------------------------- training questions
 
 
-def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[bool] | None = None):
+def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[bool] | None = None,
+                       wheres: list[str] | None = None):
     """``(questions, answers, positive_ids, positive_texts)`` of a DPR biencoder JSON, streamed
     (the records themselves stay on disk). ``has_hard_negatives``, if given, gets whether each
-    record already has hard negatives (BM25 mining can keep those)."""
+    record already has hard negatives (BM25 mining can keep those); ``wheres``, if given,
+    where each record is (``file:line (record n)``, for errors).
+
+    Every record must have a positive passage (training requires one, so a record without is
+    reported here, against the training file itself, not later against the mined file), and
+    the file must hold at least one record."""
     questions: list[str] = []
     answers: list[list[str]] = []
     positive_ids: list[set[int]] = []
     positive_texts: list[set[str]] = []
-    for rec in iter_biencoder(train_json, require_positive=False):
+    for where, rec in iter_biencoder_at(train_json, require_positive=True):
         if has_hard_negatives is not None:
             has_hard_negatives.append(bool(rec["hard_negative_ctxs"]))
+        if wheres is not None:
+            wheres.append(where)
         questions.append(rec["question"])
         answers.append(rec["answers"])
         ids, texts = set(), set()
@@ -66,6 +74,9 @@ def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[b
             texts.add(ctx["text"].strip())
         positive_ids.append(ids)
         positive_texts.append(texts)
+    if not questions:
+        raise InputError(str(train_json), "holds no training records (an empty JSON list); "
+                                          "expected at least one record with a question and a positive passage")
     return questions, answers, positive_ids, positive_texts
 
 
@@ -74,13 +85,16 @@ def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[b
 
 def select_negatives(pids: np.ndarray, corpus_tsv: str | os.PathLike, answers: Sequence[list[str]],
                      positive_ids: Sequence[set[int]], positive_texts: Sequence[set[str]], n_negatives: int,
-                     match_type: str = "string", mine: Sequence[bool] | None = None, progress: bool = False):
+                     match_type: str = "string", mine: Sequence[bool] | None = None, progress: bool = False,
+                     positive_wheres: Sequence[str] | None = None):
     """The hard negatives among every question's ranked hits ``pids [Q, depth]`` (-1: none).
 
     Per question, the ranks (0-based, ascending) of its first ``n_negatives`` hits that are not
     a positive (by id or by text) and whose text contains none of its answers; questions with
     ``mine[q]`` False are left empty. The corpus is streamed once; a passage's text is held
-    only while some question selects it. Returns ``(selected, texts, checked)``: the ranks per
+    only while some question selects it. With ``positive_wheres`` (where each question's record
+    is, :func:`training_questions`), a positive ``passage_id`` that the corpus lacks is an error
+    naming the record: the training file and the corpus do not belong together. Returns ``(selected, texts, checked)``: the ranks per
     question, ``{passage_id: (title, text)}`` of every selected passage, and the number of
     (question, passage) answer checks made.
     """
@@ -98,9 +112,15 @@ def select_negatives(pids: np.ndarray, corpus_tsv: str | os.PathLike, answers: S
     checked = 0
     matcher = PassageMatcher(match_type)
 
+    all_positives = np.unique(np.fromiter((i for ids in positive_ids for i in ids), dtype=np.int64))
+    positive_found = np.zeros(len(all_positives), dtype=bool)
+
     def process(batch) -> None:
         nonlocal checked
         ids = np.fromiter((p.id for p in batch), dtype=np.int64, count=len(batch))
+        if positive_wheres is not None and len(all_positives):
+            at_pos = np.clip(np.searchsorted(all_positives, ids), 0, len(all_positives) - 1)
+            positive_found[at_pos[all_positives[at_pos] == ids]] = True
         pos = np.searchsorted(uniq, ids)
         pos[pos >= len(uniq)] = 0
         hit = np.flatnonzero(uniq[pos] == ids) if len(uniq) else []
@@ -142,6 +162,13 @@ def select_negatives(pids: np.ndarray, corpus_tsv: str | os.PathLike, answers: S
         if batch:
             process(batch)
             bar.update(len(batch))
+    if positive_wheres is not None and not positive_found.all():
+        lost = set(all_positives[~positive_found].tolist())
+        q = next(q for q in range(nq) if positive_ids[q] & lost)
+        pid = min(positive_ids[q] & lost)
+        raise InputError(positive_wheres[q], f"positive passage_id {pid} is not in the corpus {corpus_tsv} "
+                                             f"({len(lost)} positive id(s) of the training file are not); "
+                                             "the training file and the corpus do not belong together")
     log.info("streamed %d corpus passages; checked %d (question, passage) pairs for answers", n_corpus, checked)
     return selected, texts, checked
 
@@ -169,17 +196,16 @@ def search_shards(queries: np.ndarray, shards: Sequence[tuple[str, str, str | No
     ``shards``: ``(index, ids .npy, sentence numbers .npy or None)`` per shard; with sentence
     numbers the keys are :func:`sentence_keys`, else passage ids. Shards are read one at a time
     and merged into the running top-k, so memory stays ``O(Q x depth)``."""
-    from .index import merge_topk, read_index, search_index
+    from .index import check_ids, load_npy, merge_topk, read_index, search_index
 
     scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
     keys = np.full((len(queries), depth), -1, dtype=np.int64)
     for n, (index_path, ids_npy, sents_npy) in enumerate(shards):
         index = read_index(index_path, use_gpu=use_gpu)
-        ids = np.load(ids_npy)
+        ids = load_npy(ids_npy, ndim=1)
+        check_ids(ids, ids_npy, index, index_path)
         if sents_npy is not None:
-            ids = sentence_keys(ids, np.load(sents_npy), str(sents_npy))
-        if index.ntotal != len(ids):
-            raise InputError(str(ids_npy), f"has {len(ids)} ids but the index {index_path} holds {index.ntotal} vectors")
+            ids = sentence_keys(ids, load_npy(sents_npy, ndim=1), str(sents_npy))
         s_all = np.empty_like(scores)
         k_all = np.empty_like(keys)
         for i in tqdm(range(0, len(queries), batch_size), desc=f"search shard {n + 1}/{len(shards)}",
@@ -277,7 +303,8 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
     if not shards:
         raise InputError("mine_dense_negatives", "no shard index given")
     t0 = time.time()
-    questions, answers, positive_ids, positive_texts = training_questions(train_json)
+    wheres: list[str] = []
+    questions, answers, positive_ids, positive_texts = training_questions(train_json, wheres=wheres)
     nq = len(questions)
     dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
     sentence_level = is_sentence_level(meta)
@@ -297,7 +324,8 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
     else:
         pids, sents = keys, None
     selected, texts, checked = select_negatives(pids, corpus_tsv, answers, positive_ids, positive_texts,
-                                                n_negatives, match_type, progress=progress)
+                                                n_negatives, match_type, progress=progress,
+                                                positive_wheres=wheres)
 
     n_with, n_total = write_mined_negatives(train_json, out_json, nq, selected, pids, scores, texts, sents)
     stats = {"questions": nq, "with_negatives": n_with, "mean_negatives": round(n_total / nq, 3) if nq else 0.0,

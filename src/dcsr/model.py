@@ -25,13 +25,13 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .checkpoints import resolve_checkpoint
+from .checkpoints import looks_like_path, resolve_checkpoint
 from .errors import InputError
 from .fsutil import atomic_path
+from .settings import POOLINGS
 
 log = logging.getLogger(__name__)
 
-POOLINGS = ("cls", "mean")
 META_FILE = "dcsr.json"
 QUESTION_DIR = "question_encoder"
 PASSAGE_DIR = "passage_encoder"
@@ -185,6 +185,29 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
+def local_checkpoint(name_or_path: str) -> str:
+    """The checkpoint that ``name_or_path`` resolves to (:func:`resolve_checkpoint`, ``~``
+    expanded), checked when it is a local path: a missing path is an :class:`InputError`
+    (instead of Hugging Face's misleading "Repo id" / "couldn't connect" errors), and so is a
+    directory without ``config.json``. A hub id is returned as it is."""
+    path = resolve_checkpoint(name_or_path)
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise InputError(str(name_or_path), "is a directory without config.json, so not a Hugging Face "
+                                                "checkpoint; give the directory that save_pretrained wrote")
+        return path
+    if os.path.exists(path):
+        raise InputError(str(name_or_path), "is a file, not a checkpoint directory; give the directory "
+                                            "that holds its config.json")
+    if looks_like_path(str(name_or_path)) or path != name_or_path:
+        raise InputError(str(name_or_path), "is neither an existing directory nor a model hub id; "
+                                            "check the path (relative paths start from the working "
+                                            f"directory, {os.getcwd()})")
+    return path
+
+
 def load_encoder(name_or_path: str, dropout: float | None = None):
     """A Hugging Face encoder (no pooler head) from a checkpoint directory or ``pkg:`` name.
 
@@ -193,7 +216,7 @@ def load_encoder(name_or_path: str, dropout: float | None = None):
     """
     from transformers import AutoConfig, AutoModel
 
-    path = resolve_checkpoint(name_or_path)
+    path = local_checkpoint(name_or_path)
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as e:
@@ -224,7 +247,7 @@ def load_encoder(name_or_path: str, dropout: float | None = None):
 def load_tokenizer(name_or_path: str):
     from transformers import AutoTokenizer
 
-    path = resolve_checkpoint(name_or_path)
+    path = local_checkpoint(name_or_path)
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:

@@ -26,7 +26,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import InputError
-from .formats import Passage, iter_passages, passage_texts
+from .formats import Passage, iter_passages, output_folder, passage_texts
 from .fsutil import atomic_open
 
 TEXT, IDS, OFFSETS = "passages.jsonl", "ids.npy", "offsets.npy"
@@ -45,7 +45,11 @@ def build_store(corpus: str | os.PathLike, directory: str | os.PathLike, progres
     Returns the number of passages.
     """
     files = store_files(directory)
-    files["passages"].parent.mkdir(parents=True, exist_ok=True)
+    with output_folder(files["passages"].parent):  # no empty store folder left on an error
+        return _build_store(corpus, files, progress)
+
+
+def _build_store(corpus, files: dict[str, Path], progress: bool) -> int:
     ids, offsets = array("q"), array("q")  # 8 B per passage each (a list would hold 36 B per int)
     bar = None
     if progress:
@@ -68,8 +72,9 @@ def build_store(corpus: str | os.PathLike, directory: str | os.PathLike, progres
         order = np.argsort(id_arr, kind="stable")
         id_arr, off_arr = id_arr[order], off_arr[order]
         dup = np.flatnonzero(id_arr[1:] == id_arr[:-1])
-        if len(dup):
-            raise InputError(str(corpus), f"passage id {int(id_arr[dup[0]])} occurs more than once")
+        if len(dup):  # iter_passages reports a repeated id with its line; this is a last check
+            raise InputError(str(corpus), f"passage id {int(id_arr[dup[0]])} occurs more than once; "
+                                          "passage ids must be unique")
         for key, arr in (("ids", id_arr), ("offsets", off_arr)):
             with atomic_open(files[key], "wb") as out:
                 np.save(out, arr)

