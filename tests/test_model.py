@@ -126,12 +126,19 @@ def test_tiny_encoder_name_builds_a_cached_checkpoint_once(tmp_path, monkeypatch
     from dcsr.checkpoints import resolve_checkpoint
     from dcsr.model import load_encoder
 
+    from dcsr.checkpoints import tiny_recipe
+
     monkeypatch.setenv("DCSR_CACHE", str(tmp_path))
+    recipe = tiny_recipe()
+    seed3, seed0 = tmp_path / f"tiny-bert-seed3-{recipe}", tmp_path / f"tiny-bert-seed0-{recipe}"
     path = resolve_checkpoint("tiny:3")
-    assert path == str(tmp_path / "tiny-bert-seed3") and (tmp_path / "tiny-bert-seed3" / "vocab.txt").is_file()
-    mtime = (tmp_path / "tiny-bert-seed3" / "config.json").stat().st_mtime_ns
+    assert path == str(seed3) and (seed3 / "vocab.txt").is_file()
+    mtime = (seed3 / "config.json").stat().st_mtime_ns
     assert resolve_checkpoint("tiny:3") == path  # reused, not rebuilt
-    assert (tmp_path / "tiny-bert-seed3" / "config.json").stat().st_mtime_ns == mtime
-    assert resolve_checkpoint("tiny") == str(tmp_path / "tiny-bert-seed0")
+    assert (seed3 / "config.json").stat().st_mtime_ns == mtime
+    assert resolve_checkpoint("tiny") == str(seed0)
     assert load_encoder("tiny:3").config.hidden_size == 32
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-bert-seed0", "tiny-bert-seed3"]  # no temporaries left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [seed0.name, seed3.name]  # no temporaries left
+    # a model cached under another recipe (another torch, another vocabulary) is not reused
+    monkeypatch.setattr("dcsr.checkpoints.TINY_RECIPE", 2)
+    assert resolve_checkpoint("tiny:3") != path and tiny_recipe() != recipe

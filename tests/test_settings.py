@@ -196,3 +196,10 @@ def test_every_config_file_passes_the_settings_check(repo):
                     merged[key] = value
             cfg = merged
         check_sections(cfg)
+
+
+def test_the_catalogue_lists_every_config_case(repo):
+    doc = (repo / "docs" / "bad-inputs.md").read_text()
+    config_part = doc[doc.index("## Configuration"):]
+    for case_id, _, message in CASES:
+        assert f"| `{message}` | `{case_id}` |" in config_part, case_id

