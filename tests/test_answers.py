@@ -36,7 +36,13 @@ def test_passage_matcher_agrees_with_has_answer_and_tokenizes_each_passage_once(
 
     passages = {1: "The Eiffel Tower was finished in 1889 in Paris.", 2: "He moved to Zu\u0308rich in 1902.", 3: ""}
     questions = [["eiffel tower"], ["889"], ["Zürich", "nowhere"], [""], ["Paris France"], ["in"]]
-    expected = {(q, pid): has_answer(a, text) for q, a in enumerate(questions) for pid, text in passages.items()}
+    # by hand (has_answer itself runs on PassageMatcher, so it is no independent reference):
+    # passages 1, 2, 3 per question; "" matches every passage, even the empty one
+    truth = [(True, False, False), (False, False, False), (False, True, False), (True, True, True),
+             (False, False, False), (True, True, False)]
+    expected = {(q, pid): truth[q][pid - 1] for q in range(len(questions)) for pid in passages}
+    # has_answer agrees (and has tokenized, and cached, the answers before tokens is counted)
+    assert {(q, pid): has_answer(a, text) for q, a in enumerate(questions) for pid, text in passages.items()} == expected
     calls = []
     real_tokens = answers.tokens
     monkeypatch.setattr(answers, "tokens", lambda text: calls.append(text) or real_tokens(text))
@@ -47,5 +53,6 @@ def test_passage_matcher_agrees_with_has_answer_and_tokenizes_each_passage_once(
     assert sorted(calls) == sorted(passages.values())  # once per passage, not per (question, passage)
 
     regex_matcher = answers.PassageMatcher("regex")
-    for pattern, text in [(r"19[56]\d", "released in 1964"), (r"^1964$", "released in 1964"), ("(bad", "x")]:
-        assert regex_matcher([pattern], text, text) == has_answer([pattern], text, match_type="regex")
+    for pattern, text, hit in [(r"19[56]\d", "released in 1964", True), (r"^1964$", "released in 1964", False),
+                               ("(bad", "x", False)]:
+        assert regex_matcher([pattern], text, text) is hit

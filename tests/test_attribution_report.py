@@ -115,6 +115,9 @@ def test_marginalization_outputs(matrix_csv, spec, tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     heat = list(csv.DictReader(open(tmp_path / "h.csv")))
     assert len(heat) == 2 * 2 * 2 and {r["metric"] for r in heat} == {"top20"}
+    # the DCSR family's K x K cells, each the top20 it was given (TOP20 holds DPR's cells too)
+    assert {(r["question_encoder"], r["passage_encoder"], r["test_set"]): float(r["value"]) for r in heat} == \
+        {(q, p, t): TOP20[(q, p, t)] for q in "xy" for p in "xy" for t in "AB"}
 
 
 def test_sweep_normalizes_to_the_100_percent_encoder(matrix_csv, spec, tmp_path):
@@ -126,7 +129,12 @@ def test_sweep_normalizes_to_the_100_percent_encoder(matrix_csv, spec, tmp_path)
     assert half["passage_normalized"] == pytest.approx(100 * 70 / 65)
     assert rows[(1.0, "top20")]["question_normalized"] == 100.0
     write_sweep(read_pair_matrix(matrix_csv), spec, tmp_path / "s.csv", tmp_path / "s.png")
-    assert len(list(csv.DictReader(open(tmp_path / "s.csv")))) == 4
+    written = {(float(r["fraction"]), r["metric"]): r for r in csv.DictReader(open(tmp_path / "s.csv"))}
+    assert len(written) == 4 and written[(0.5, "top20")]["model"] == "a50"
+    # the same hand-computed numbers in the file: top100 = top20 + 10, so a50's passage side is 80 against 75
+    assert float(written[(0.5, "top20")]["passage_normalized"]) == pytest.approx(100 * 70 / 65)
+    assert float(written[(0.5, "top100")]["passage_normalized"]) == pytest.approx(100 * 80 / 75)
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_best_fraction_and_table4(matrix_csv, spec, repo, tmp_path):
@@ -193,10 +201,12 @@ def test_percent_labels():
     assert [fraction_of(p) for p in ("10", "55", "12.5", "100")] == [0.1, 0.55, 0.125, 1.0]
     assert sweep_model_name("dpr-nq", 0.4) == "dpr-nq-40pct"
     for bad in (0, 1.5, True):
-        with pytest.raises(InputError):
+        with pytest.raises(InputError, match=rf"^fraction: must be in \(0, 1\], got {bad}$"):
             percent_label(bad)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"^percent: '0' is not in \(0, 100\]$"):
         fraction_of("0")
+    with pytest.raises(InputError, match=r"^percent: 'x' is not a number$"):
+        fraction_of("x")
 
 
 def base_config():

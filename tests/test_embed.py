@@ -3,7 +3,7 @@ import torch
 
 from dcsr.embed import embed_corpus_shard, embed_questions, length_sorted_batches
 from dcsr.formats import Passage, write_corpus
-from dcsr.model import build_biencoder, load_biencoder, save_biencoder, tokenize_passages
+from dcsr.model import build_biencoder, load_biencoder, save_biencoder, tokenize_passages, tokenize_questions
 
 
 def test_length_sorted_batches_cover_rows_once():
@@ -47,6 +47,15 @@ def test_fp16_storage_and_questions(tmp_path, tiny_bert):
     embed_questions(tmp_path / "m", ["who?", "what is it?"], tmp_path / "q.npy", progress=False)
     q = np.load(tmp_path / "q.npy")
     assert q.shape == (2, 32) and q.dtype == np.float32
+    # the stored numbers are the encoders' vectors (the passages' rounded to float16), computed
+    # here directly from the saved model at the default max length 256
+    tok, bi, _ = load_biencoder(tmp_path / "m")
+    bi.eval()
+    with torch.no_grad():
+        p32 = bi.encode_passages(**tokenize_passages(tok, ["t", "u"], ["some text", "more text"], 256)).numpy()
+        q32 = bi.encode_questions(**tokenize_questions(tok, ["who?", "what is it?"], 256)).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy").astype(np.float32), p32, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(q, q32, atol=1e-5)
 
 
 def test_question_sets_share_one_model_load_and_match_single_sets(tmp_path, tiny_bert, monkeypatch):

@@ -264,7 +264,8 @@ def test_mined_sentence_survives_the_biencoder_reader(tmp_path):
 def test_bad_sampling_setting(tok):
     from dcsr.errors import InputError
 
-    with pytest.raises(InputError, match="sampling"):
+    with pytest.raises(InputError, match=r"^settings\.sampling: expected one of bm25_1, bm25_2, inpassage_bm25, "
+                                         r"found 'bm25_3'$"):
         _builder(tok, "bm25_3")
 
 
@@ -460,8 +461,9 @@ def test_sentences_to_retrieve():
     assert sentences_to_retrieve(100, avg_sentences_per_passage=1.45) == 145
     assert sentences_to_retrieve(100, avg_sentences_per_passage=4.2) == 420
     assert sentences_to_retrieve(10, avg_sentences_per_passage=2.345) == 24
-    with pytest.raises(ValueError):
-        sentences_to_retrieve(100, avg_sentences_per_passage=0)
+    for k, avg in ((100, 0), (0, 1.45)):
+        with pytest.raises(ValueError, match="^k_passages and avg_sentences_per_passage must be positive$"):
+            sentences_to_retrieve(k, avg_sentences_per_passage=avg)
 
 
 def test_validation_runs_with_the_unchanged_evaluate(tok, tiny_bert):

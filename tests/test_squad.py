@@ -122,7 +122,7 @@ def test_written_files_read_back_with_dpr_readers(tmp_path):
 def test_no_output_appears_when_one_cannot_be_written(tmp_path):
     data = squad_to_dpr(write_json(tmp_path / "s.json", articles(3)), passage_words=5, split=(1, 1, 1))
     (tmp_path / "blocker").write_text("a file, not a folder")
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="blocker"):  # the test file's folder, not another output
         write_squad_dpr(data, corpus_out=tmp_path / "o" / "psgs_w100.tsv", train_out=tmp_path / "o" / "train.json",
                         test_out=tmp_path / "blocker" / "test.qa.csv")
     assert list((tmp_path / "o").iterdir()) == []
@@ -190,10 +190,13 @@ def test_a_group_of_articles_is_a_domain_over_the_whole_corpus(tmp_path):
     assert len(first.train) + len(last.train) == 24
 
 
-@pytest.mark.parametrize("text", ["5", "3:3", "a:b", "1:2:3", "-1:4"])
-def test_bad_article_ranges(text):
-    with pytest.raises(InputError, match="articles"):
+@pytest.mark.parametrize("text, problem", [("5", "expected START:STOP"), ("3:3", "selects no articles"),
+                                           ("a:b", "expected START:STOP"), ("1:2:3", "expected START:STOP"),
+                                           ("-1:4", "selects no articles")])
+def test_bad_article_ranges(text, problem):
+    with pytest.raises(InputError, match=rf"^articles: .*{problem}") as e:
         parse_article_range(text)
+    assert repr(text) in str(e.value)
 
 
 def test_a_range_past_the_last_article_is_an_error(tmp_path):

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import iter_biencoder, write_biencoder
+from dcsr.formats import write_biencoder
 from dcsr.stats import coverage_statistics, coverage_statistics_of, questions_per_gold_passage, write_table1
 
 PAPER_YAML = """
@@ -77,7 +77,7 @@ def test_psg_id_as_in_dpr_trivia_files_and_records_without_positive_skipped(tmp_
 def test_bad_record_names_the_file(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('[{"question": "q", "answers": ["a"], "positive_ctxs": [{"title": "A"}]}]')
-    with pytest.raises(InputError, match="bad.json"):
+    with pytest.raises(InputError, match=r"bad\.json:1 \(record 0\): positive_ctxs\[0\] has no string 'text'"):
         questions_per_gold_passage(path)
 
 
@@ -160,8 +160,12 @@ def test_overlap_min_questions_and_alpha(tmp_path):
 
 def test_coverage_of_records_equals_the_streamed_file(tmp_path):
     path = write(tmp_path, "t.json", coverage_records())
-    assert coverage_statistics_of(iter_biencoder(path, require_positive=False), 1.7, 3) == \
-        coverage_statistics(path, alpha=1.7, min_questions=3)
+    # the in-memory records (not read back through iter_biencoder, which coverage_statistics uses)
+    in_memory = coverage_statistics_of(coverage_records(), 1.7, 3)
+    assert in_memory == coverage_statistics(path, alpha=1.7, min_questions=3)
+    # by hand, alpha 1.7 and min_questions 3: only A (q1-q3) overlaps, 1 of 5 passages
+    assert in_memory == {"coverage": 5, "overlapping": 1, "overlap": 0.2, "unique": pytest.approx(5 * 0.8 ** 1.7),
+                         "questions": 8, "without_positive": 1, "min_questions": 3, "alpha": 1.7}
 
 
 def test_no_positives_no_coverage(tmp_path):

@@ -179,9 +179,9 @@ def test_domains_use_their_own_wording(data):
 def test_train_cap_and_bad_arguments():
     capped = build_demo(seed=13, train_per_domain=50, **SMALL)
     assert len(capped.questions["encyclopedia"]["train"]) == 50
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"^domains: unknown domain\(s\) \['nope'\]; known: "):
         build_demo(domains=("nope",), **SMALL)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"^dev_fraction \+ test_fraction: leave room for training data, got 1\.0$"):
         build_demo(n_entities=300, dev_fraction=0.5, test_fraction=0.5)
 
 
