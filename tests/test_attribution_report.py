@@ -213,7 +213,7 @@ def base_config():
     return {
         "corpora": {"c": {"generate": {"n_entities": 5}}},
         "datasets": {d: {"corpus": "c", "generated": d} for d in ("A", "B")},
-        "encoders": {"e": "pkg:x"},
+        "encoders": {"e": "tiny"},
         "models": {"a": {"method": "dpr", "init": "e", "train_on": "A"},
                    "b": {"method": "dpr", "init": "e", "train_on": "B", "train": {"epochs": 3}}},
         "tables": {},

@@ -28,7 +28,7 @@ from torch import Tensor
 from .checkpoints import looks_like_path, resolve_checkpoint
 from .errors import InputError
 from .fsutil import atomic_path
-from .settings import POOLINGS
+from .settings import POOLINGS, TRAIN
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ class BiEncoder(torch.nn.Module):
     ``last_hidden_state`` ``[B, L, H]``. Scores are dot products of the pooled vectors.
     """
 
-    def __init__(self, question_model: torch.nn.Module, passage_model: torch.nn.Module, pooling: str = "cls"):
+    def __init__(self, question_model: torch.nn.Module, passage_model: torch.nn.Module,
+                 pooling: str = TRAIN["pooling"].default):
         super().__init__()
         if pooling not in POOLINGS:
             raise InputError("pooling", f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
@@ -254,7 +255,7 @@ def load_tokenizer(name_or_path: str):
         raise InputError(str(name_or_path), f"cannot load the tokenizer: {e}")
 
 
-def build_biencoder(init: str, pooling: str = "cls", dropout: float | None = None):
+def build_biencoder(init: str, pooling: str = TRAIN["pooling"].default, dropout: float | None = None):
     """``(tokenizer, BiEncoder)`` with both encoders initialised from checkpoint ``init``
     (DPR: two separate copies of the same pretrained BERT)."""
     tokenizer = load_tokenizer(init)
@@ -315,7 +316,7 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
             raise InputError(str(path), f"saved bi-encoder has no {sub}/")
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
     model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout), load_encoder(str(path / PASSAGE_DIR), dropout),
-                      meta.get("pooling", "cls"))
+                      meta.get("pooling", "cls"))  # the format before "pooling" was written had CLS only
     model.to(device)
     model.eval()
     return tokenizer, model, meta

@@ -1,0 +1,89 @@
+"""Regression pins (dcsr.pins, config/pins.yaml): a moved cell fails and is named."""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from dcsr.errors import InputError
+from dcsr.pins import compare, failures, load_pins, report, update_pins
+
+ROWS = [("BM25", "trivia", "top1", "40.00", "10"), ("BM25", "trivia", "top5", "70.00", "10"),
+        ("DPR", "trivia", "top1", "50.00", "10"), ("DPR", "trivia", "top5", "80.00", "10")]
+
+
+def _table(path, rows=ROWS):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions"])
+        for row, ts, m, v, n in rows:
+            w.writerow([row, ts, m, v, "", "", n])
+    return path
+
+
+@pytest.fixture()
+def pins(tmp_path):
+    path = tmp_path / "pins.yaml"
+    path.write_text("# header kept\nrun:\n  command: x\n  table: t\n  tolerance: 0.5\n")
+    update_pins(path, "run", _table(tmp_path / "t.csv"), why="first pins")
+    return path
+
+
+def test_pins_round_trip_and_pass(pins, tmp_path):
+    entry = load_pins(pins, "run")
+    assert pins.read_text().startswith("# header kept\n")
+    assert entry["why"] == "first pins" and entry["questions"] == {"trivia": 10}
+    assert entry["cells"]["DPR"]["trivia"] == {"top1": 50.0, "top5": 80.0}
+    cells, problems = compare(entry, tmp_path / "t.csv")
+    assert len(cells) == 4 and failures(cells, problems) == []
+    text = report(cells, problems)
+    assert "4 of 4 pinned cells within tolerance" in text
+    assert all(f"{float(v):>9.2f}" in text for *_, v, _ in ROWS)
+
+
+def test_a_moved_cell_fails_and_is_named(pins, tmp_path):
+    moved = [r if r[:3] != ("DPR", "trivia", "top5") else (*r[:3], "70.00", r[4]) for r in ROWS]
+    nudged = [r if r[:3] != ("BM25", "trivia", "top1") else (*r[:3], "40.50", r[4]) for r in moved]
+    cells, problems = compare(load_pins(pins, "run"), _table(tmp_path / "t2.csv", nudged))
+    assert failures(cells, problems) == ["DPR / trivia / top5: expected 80.00 +- 0.5, got 70.00"]
+    assert "80.00     70.00  -10.00  <-- outside +-0.5" in report(cells, problems)
+
+
+def test_a_missing_cell_an_unpinned_cell_and_another_test_set_size_fail(pins, tmp_path):
+    rows = [r for r in ROWS if r[:3] != ("DPR", "trivia", "top1")] + [("DCSR", "trivia", "top1", "55.00", "10")]
+    rows = [(*r[:4], "11") for r in rows]
+    cells, problems = compare(load_pins(pins, "run"), _table(tmp_path / "t3.csv", rows))
+    assert failures(cells, problems) == ["DPR / trivia / top1: expected 50.00 +- 0.5, got nothing",
+                                         "test set trivia: 11 questions, pinned 10",
+                                         "cell DCSR / trivia / top1 = 55.0 is not pinned"]
+
+
+def test_pins_file_errors(tmp_path):
+    path = tmp_path / "pins.yaml"
+    path.write_text("a: {table: t, tolerance: 0, cells: {}}\na: {}\n")
+    with pytest.raises(InputError, match="duplicate key 'a'"):
+        load_pins(path, "a")
+    path.write_text("a: {table: t, tolerance: 0, cells: {}}\n")
+    with pytest.raises(InputError) as e:
+        load_pins(path, "b")
+    assert str(e.value) == f"{path}: has no pinned run 'b' (a)"
+
+
+def test_the_script_prints_every_cell_and_exits_1_naming_the_moved_one(pins, tmp_path, repo):
+    moved = [r if r[:3] != ("BM25", "trivia", "top5") else (*r[:3], "60.00", r[4]) for r in ROWS]
+    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "check_pins.py"), "--pins", str(pins),
+                        "--run", "run", "--table", str(_table(tmp_path / "t4.csv", moved))],
+                       capture_output=True, text=True)
+    assert r.returncode == 1
+    assert r.stdout.count("\n") >= 6 and "3 of 4 pinned cells within tolerance" in r.stdout
+    assert "BM25 / trivia / top5: expected 70.00 +- 0.5, got 60.00" in r.stderr
+
+
+def test_the_project_pins_file_has_both_runs(repo):
+    pins = yaml.safe_load((repo / "config" / "pins.yaml").read_text())
+    for run in ("ci", "demo"):
+        entry = load_pins(repo / "config" / "pins.yaml", run)
+        assert entry["cells"] and entry["questions"] and entry["why"]
+        assert pins[run]["tolerance"] < 100 / max(entry["questions"].values())  # below one question

@@ -1,0 +1,41 @@
+"""Check a finished run's table against its regression pins (config/pins.yaml), printing
+expected against actual for every cell; exit 1 naming each cell outside its tolerance.
+
+    python workflow/scripts/check_pins.py --run demo --table results/tables/dpr_dcsr.csv
+    python workflow/scripts/check_pins.py --run demo --table ... --update --why "what moved it and why"
+"""
+import argparse
+import sys
+from pathlib import Path
+
+from dcsr.cli import script
+from dcsr.pins import compare, failures, load_pins, report, update_pins
+
+
+@script
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pins", default=str(Path(__file__).resolve().parents[2] / "config" / "pins.yaml"))
+    ap.add_argument("--run", required=True, help="the pinned run: ci or demo")
+    ap.add_argument("--table", required=True, help="the run's table CSV (results/tables/<table>.csv)")
+    ap.add_argument("--update", action="store_true", help="re-pin the run to this table (with --why)")
+    ap.add_argument("--why", help="with --update: why the pinned numbers move (kept in the file)")
+    a = ap.parse_args()
+    if a.update:
+        if not a.why:
+            ap.error("--update needs --why: say in the pins file why the numbers move")
+        update_pins(a.pins, a.run, a.table, a.why)
+        print(f"re-pinned {a.run} in {a.pins} from {a.table}")
+        return 0
+    cells, problems = compare(load_pins(a.pins, a.run), a.table)
+    print(f"regression pins of {a.run!r} ({a.pins}) against {a.table}:")
+    print(report(cells, problems))
+    bad = failures(cells, problems)
+    if bad:
+        print("\n".join(["", "pinned numbers moved:"] + [f"  {b}" for b in bad]), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
