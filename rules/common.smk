@@ -241,7 +241,13 @@ def squad_article_datasets():
 def squad_args(corpus):
     """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's defaults)."""
     sq = config["corpora"][corpus]["squad"]
-    args = ["--source", sq["source"], "--seed", config["seed"]]
+    source = sq["source"]
+    # a relative path is taken from the working directory, else from the repository (the
+    # vendored resources/squad/ file, when Snakemake runs with --directory elsewhere)
+    if "://" not in source and not Path(source).is_absolute() and not Path(source).exists():
+        if (Path(workflow.basedir) / source).exists():
+            source = str(Path(workflow.basedir) / source)
+    args = ["--source", source, "--seed", config["seed"]]
     if sq.get("sha256"):
         args += ["--sha256", sq["sha256"]]
     if "passage_words" in sq:

@@ -203,3 +203,35 @@ def test_a_range_past_the_last_article_is_an_error(tmp_path):
     with pytest.raises(InputError, match="has 3 articles"):
         squad_to_dpr(write_json(tmp_path / "s.json", articles(3)), passage_words=5, split=(1, 0, 0),
                      articles=parse_article_range("5:9"))
+
+
+def test_a_gzipped_source_reads_as_the_json(tmp_path):
+    import gzip
+
+    plain = write_json(tmp_path / "s.json", [HAND])
+    packed = tmp_path / "s.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = squad_to_dpr(plain, passage_words=5, split=[1, 0, 0]), squad_to_dpr(packed, passage_words=5, split=[1, 0, 0])
+    assert a.passages == b.passages and a.train == b.train and len(a.passages) == 3
+    packed.write_bytes(gzip.compress(plain.read_bytes())[:40])  # cut short
+    with pytest.raises(InputError, match=rf"^{packed}: cannot read SQuAD JSON: "):
+        squad_to_dpr(packed)
+
+
+def test_the_vendored_squad_subset_is_licensed_small_and_reads(repo):
+    """resources/squad/: the real text of the offline real-text configs, CC BY-SA 4.0 with its
+    attribution beside it, at most 2 MB, read by the converter as the configs name it."""
+    import yaml
+
+    vendored = repo / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
+    assert vendored.stat().st_size <= 2_000_000
+    license_text = (vendored.parent / "LICENSE.md").read_text()
+    assert "CC BY-SA 4.0" in license_text and "Rajpurkar" in license_text and "EMNLP 2016" in license_text
+    for name in ("squad.yaml", "attribution-squad.yaml"):
+        cfg = yaml.safe_load((repo / "config" / name).read_text())
+        assert cfg["corpora"]["squad"]["squad"]["source"] == "resources/squad/squad1.1-dev-36-articles.json.gz"
+    data = squad_to_dpr(vendored, split={"train": 0.7, "dev": 0.05, "test": 0.25})
+    titles = {p.title for p in data.passages}
+    assert len(titles) == 36
+    n = len(data.train) + len(data.dev) + len(data.test)
+    assert 7500 < n <= 8001  # 8,001 questions; a few are dropped where no answer is located

@@ -34,7 +34,7 @@ from typing import Mapping, Sequence
 
 from .answers import has_answer
 from .errors import InputError, at
-from .formats import QA, Passage, write_biencoder, write_corpus, write_qas
+from .formats import QA, Passage, open_text, write_biencoder, write_corpus, write_qas
 from .fsutil import atomic_path
 
 log = logging.getLogger(__name__)
@@ -111,11 +111,11 @@ def _need(obj, key: str, kind: type, where: str, what: str):
 
 def _load(path: str | os.PathLike) -> list:
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open_text(path) as fh:  # .json or .json.gz
             doc = json.load(fh)
     except json.JSONDecodeError as e:
         raise InputError(at(path, e.lineno), f"not valid JSON: {e.msg} (column {e.colno})")
-    except (UnicodeDecodeError, OSError) as e:
+    except (UnicodeDecodeError, OSError, EOFError) as e:
         raise InputError(at(path), f"cannot read SQuAD JSON: {e}")
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise InputError(at(path), "no 'data' list: expected SQuAD v1.1 JSON ({'version': ..., 'data': [articles]})")
