@@ -29,6 +29,9 @@ for _configfile in workflow.configfiles:
         raise WorkflowError(str(e))
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/download.smk"
 include: "rules/data.smk"

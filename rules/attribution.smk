@@ -64,7 +64,7 @@ rule make_attribution_table2:
         matrix=PAIR_MATRIX,
         paper=PAPER_NUMBERS,
     output:
-        csv=f"{ATTRIBUTION_TABLE2}.csv",
+        csv=report(f"{ATTRIBUTION_TABLE2}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
         md=f"{ATTRIBUTION_TABLE2}.md",
     log:
         log_path("make_attribution_table2", "table2"),
@@ -88,10 +88,10 @@ rule plot_marginalization:
     input:
         matrix=PAIR_MATRIX,
     output:
-        csv=f"{MARGINALS}.csv",
+        csv=report(f"{MARGINALS}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
         md=f"{MARGINALS}.md",
-        png=MARGINALS_PNG,
-        heatmap_png=f"{PAIR_HEATMAP}.png",
+        png=report(MARGINALS_PNG, caption="../workflow/report/figure.rst", category="Figures", subcategory="Attribution"),
+        heatmap_png=report(f"{PAIR_HEATMAP}.png", caption="../workflow/report/figure.rst", category="Figures", subcategory="Attribution"),
         heatmap_csv=f"{PAIR_HEATMAP}.csv",
     wildcard_constraints:
         family=one_of(list(attribution().get("families", {}))),
@@ -118,7 +118,7 @@ rule plot_data_efficiency:
     input:
         matrix=PAIR_MATRIX,
     output:
-        png=f"{SWEEP_FIGURE}.png",
+        png=report(f"{SWEEP_FIGURE}.png", caption="../workflow/report/figure.rst", category="Figures", subcategory="Attribution"),
         csv=f"{SWEEP_FIGURE}.csv",
     log:
         log_path("plot_data_efficiency", "figure3"),
@@ -143,7 +143,7 @@ rule make_attribution_table4:
         matrix=PAIR_MATRIX,
         paper=PAPER_NUMBERS,
     output:
-        csv=f"{ATTRIBUTION_TABLE4}.csv",
+        csv=report(f"{ATTRIBUTION_TABLE4}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
         md=f"{ATTRIBUTION_TABLE4}.md",
     log:
         log_path("make_attribution_table4", "table4"),
@@ -167,7 +167,7 @@ rule compare_families:
     input:
         matrix=PAIR_MATRIX,
     output:
-        csv=f"{FAMILY_COMPARISON}.csv",
+        csv=report(f"{FAMILY_COMPARISON}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
         md=f"{FAMILY_COMPARISON}.md",
     log:
         log_path("compare_families", "compare"),
@@ -192,9 +192,9 @@ rule make_coverage_table:
         train=lambda wc: [path for _d, _f, path in attribution_stats_entries()],
         paper=PAPER_NUMBERS,
     output:
-        csv=f"{ATTRIBUTION_TABLE3}.csv",
+        csv=report(f"{ATTRIBUTION_TABLE3}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
         md=f"{ATTRIBUTION_TABLE3}.md",
-        png=f"{COVERAGE_FIGURE}.png",
+        png=report(f"{COVERAGE_FIGURE}.png", caption="../workflow/report/figure.rst", category="Figures", subcategory="Attribution"),
         figure_csv=f"{COVERAGE_FIGURE}.csv",
     log:
         log_path("make_coverage_table", "table3"),

@@ -6,7 +6,7 @@ rule make_table:
         metrics=lambda wc: table_metrics(wc.table),
         paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
-        csv=TABLE_CSV,
+        csv=report(TABLE_CSV, caption="../workflow/report/table.rst", category="Tables", subcategory="Retrieval"),
         md=TABLE_MD,
     wildcard_constraints:
         table=one_of(list(config["tables"])),
@@ -43,7 +43,7 @@ rule make_table1:
         train=lambda wc: [dataset_file(d, "train") for d in source_datasets()],
         paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
-        csv=TABLE1_CSV,
+        csv=report(TABLE1_CSV, caption="../workflow/report/table.rst", category="Tables", subcategory="DCSR"),
         md=TABLE1_MD,
     log:
         log_path("make_table1", "table1"),
@@ -76,7 +76,7 @@ rule make_appendix_b:
         dev=lambda wc: [dataset_file(d, "dev") for d in source_datasets()],
         paper=PAPER_NUMBERS,
     output:
-        csv=f"{APPENDIX_B}.csv",
+        csv=report(f"{APPENDIX_B}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="DCSR"),
         md=f"{APPENDIX_B}.md",
     log:
         log_path("make_appendix_b", "appendix_b"),
@@ -109,7 +109,7 @@ rule plot_validation:
     input:
         lambda wc: [MODEL_DIR.format(model=m) for m in models_trained_on(wc.dataset)],
     output:
-        png=VALIDATION_PNG,
+        png=report(VALIDATION_PNG, caption="../workflow/report/figure.rst", category="Figures", subcategory="Training"),
         csv=VALIDATION_CSV,
     wildcard_constraints:
         dataset=one_of(sorted({training_label(m) for m in trained_models()})),

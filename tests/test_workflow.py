@@ -118,6 +118,17 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     curves = list(csv.DictReader(open(results / "figures" / "validation-encyclopedia.csv")))
     assert {r["label"] for r in curves} == {"dpr", "dcsr"}
     check_attribution_outputs(results)
+    # the Snakemake report of the finished run holds every table and every figure
+    report = tmp_path / "report.html"
+    r = snakemake(repo, tmp_path, "--report", str(report), "--configfile", str(repo / "config" / "config.yaml"),
+                  str(repo / "config" / "ci.yaml"), str(over))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    html = report.read_text(encoding="utf-8")
+    tables = sorted(p.name for p in (results / "tables").glob("*.csv"))
+    figures = sorted(p.name for p in (results / "figures").glob("*.png"))
+    assert len(tables) == 9 and len(figures) == 9, (tables, figures)
+    assert [t for t in tables + figures if t not in html] == []
+    assert "trained on encyclopedia" in html  # the description lists the models of the config
 
 
 def check_attribution_outputs(results):
