@@ -10,7 +10,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
-from dcsr.config import check_config, corpus_shards, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
+from dcsr.config import check_config, claim_pair, corpus_shards, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.settings import DCSR_TRAIN, LAUNCH, check_sections  # noqa: E402
 from dcsr.resources import download_settings, resource_files, resource_of_file, resource_url  # noqa: E402
@@ -105,6 +105,7 @@ VALIDATION_PNG = f"{R}/figures/validation-{{dataset}}.png"
 VALIDATION_CSV = f"{R}/figures/validation-{{dataset}}.csv"
 # DCSR Appendix B: dev positives (and their titles) among the training positives, per dataset
 APPENDIX_B = f"{R}/tables/dcsr_appendix_b"  # + .csv / .md
+CLAIMS = f"{R}/claims"  # + .csv / .md: the claims ledger
 # Encoder attribution (second paper): every pair's metrics in one file, then its tables and figures
 PAIR_MATRIX = f"{R}/attribution/pair_matrix.csv"
 ATTRIBUTION_TABLE2 = f"{R}/tables/attribution_table2"  # + .csv / .md
@@ -382,6 +383,26 @@ def final_outputs():
     for label in sorted({training_label(m) for m in trained_models()}):
         out += [VALIDATION_PNG.format(dataset=label), VALIDATION_CSV.format(dataset=label)]
     out += attribution_outputs()
+    if config.get("claims"):
+        out += [f"{CLAIMS}.csv", f"{CLAIMS}.md"]
+    return out
+
+
+def claims_spec():
+    """The claims of the config with the per-question results of both sides' runs. A dense
+    pair that no table or attribution pair runs is an error at DAG build."""
+    out = []
+    for i, claim in enumerate(config.get("claims", [])):
+        item = dict(claim)
+        for side in ("baseline", "method"):
+            q, p = claim_pair(claim[side])
+            run = (corpus_of(claim["test_set"]), q, p, claim["test_set"])
+            if q != "bm25" and run not in dense_runs():
+                raise WorkflowError(f"config: claims.{i}.{side}: the run {q} x {p} on {claim['test_set']} is in no "
+                                    "table and no attribution pair: add it to a table's rows")
+            item[side] = q if q == p else f"{q} x {p}"
+            item[f"{side}_run"] = QUESTION_RESULTS.format(corpus=run[0], qmodel=q, pmodel=p, dataset=run[3])
+        out.append(item)
     return out
 
 

@@ -132,3 +132,28 @@ rule plot_validation:
     shell:
         "python {params.script} --spec {params.spec} --title {params.title}"
         " --png {output.png} --csv {output.csv} 2> {log}"
+
+
+# The claims ledger: each claim of the config (claims:) as a paired comparison of two runs
+# over the same questions, with a bootstrap interval, a sign test and a verdict (dcsr.claims).
+rule claims_ledger:
+    input:
+        lambda wc: sorted({c[f"{side}_run"] for c in claims_spec() for side in ("baseline", "method")}),
+    output:
+        csv=report(f"{CLAIMS}.csv", caption="../workflow/report/claims.rst", category="Claims"),
+        md=f"{CLAIMS}.md",
+    log:
+        log_path("claims_ledger", "claims"),
+    benchmark:
+        bench_path("claims_ledger", "claims")
+    params:
+        script=f"{SCRIPTS}/make_claims.py",
+        spec=lambda wc: shlex.quote(json.dumps({"claims": claims_spec(), "seed": config["seed"]})),
+    threads: 1
+    resources:
+        mem_mb=resources_for("claims_ledger", "mem_mb"),
+        runtime=resources_for("claims_ledger", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --spec {params.spec} --csv {output.csv} --md {output.md} 2> {log}"

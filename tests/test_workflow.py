@@ -118,6 +118,17 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     curves = list(csv.DictReader(open(results / "figures" / "validation-encyclopedia.csv")))
     assert {r["label"] for r in curves} == {"dpr", "dcsr"}
     check_attribution_outputs(results)
+    # the claims ledger: each claim of config.yaml, a paired comparison of two of the table's runs
+    claims = list(csv.DictReader(open(results / "claims.csv")))
+    configured = yaml.safe_load((repo / "config" / "config.yaml").read_text())["claims"]
+    assert [c["claim"] for c in claims] == [c["claim"] for c in configured]
+    labels_of = {"dpr": "DPR", "dpr-trivia": "DPR", "dcsr": "DCSR", "dcsr-trivia": "DCSR", "bm25": "BM25"}
+    for c in claims:
+        assert c["verdict"] in ("holds", "does not hold", "inconclusive at this scale")
+        assert float(c["ci_low"]) <= float(c["difference"]) <= float(c["ci_high"])
+        for side in ("baseline", "method"):  # each side's value is its cell of the table
+            assert float(c[f"{side}_value"]) == pytest.approx(got[(labels_of[c[side]], c["test_set"], c["metric"])], abs=0.006)
+        assert float(c["method_value"]) - float(c["baseline_value"]) == pytest.approx(float(c["difference"]), abs=0.02)
     # the Snakemake report of the finished run holds every table and every figure
     report = tmp_path / "report.html"
     r = snakemake(repo, tmp_path, "--report", str(report), "--configfile", str(repo / "config" / "config.yaml"),
@@ -127,7 +138,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     tables = sorted(p.name for p in (results / "tables").glob("*.csv"))
     figures = sorted(p.name for p in (results / "figures").glob("*.png"))
     assert len(tables) == 9 and len(figures) == 9, (tables, figures)
-    assert [t for t in tables + figures if t not in html] == []
+    assert [t for t in tables + figures + ["claims.csv"] if t not in html] == []
     assert "trained on encyclopedia" in html  # the description lists the models of the config
 
 

@@ -143,6 +143,20 @@ def check_config(cfg: dict) -> None:
                                                                     "or both map the same test sets to models")
     if "attribution" in cfg:
         check_attribution(cfg)
+    for i, claim in enumerate(cfg.get("claims", [])):
+        if claim["test_set"] not in datasets:
+            raise InputError(_key("claims", i, "test_set"), f"names dataset {claim['test_set']!r}, which is not under 'datasets'")
+        if int(claim["metric"][3:]) not in cfg.get("evaluate", {}).get("ks", [1, 5, 20, 100]):
+            raise InputError(_key("claims", i, "metric"), f"{claim['metric']} is not among evaluate.ks")
+        for side in ("baseline", "method"):
+            for model in claim_pair(claim[side]):
+                if model != "bm25" and model not in models:
+                    raise InputError(_key("claims", i, side), f"names model {model!r}, which is not under 'models' (or bm25)")
+
+
+def claim_pair(side) -> tuple[str, str]:
+    """``(question model, passage model)`` of one side of a claim (``bm25`` is BM25's pair)."""
+    return (side, side) if isinstance(side, str) else (side["question"], side["passage"])
 
 
 def check_negatives_from(models: dict, name: str) -> None:

@@ -1,0 +1,77 @@
+"""The claims ledger (dcsr.claims): paired bootstrap intervals, the exact sign test, verdicts."""
+
+import json
+
+import pytest
+import yaml
+
+from dcsr.claims import compare_paired, compare_runs, hits_at, ledger_rows, write_ledger
+from dcsr.config import check_config
+from dcsr.errors import InputError
+
+
+def test_hand_computed_comparison():
+    # 10 questions: both answer 4, only the baseline 1, only the method 3, neither 2
+    a = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
+    b = [1, 1, 1, 1, 0, 1, 1, 1, 0, 0]
+    r = compare_paired(a, b, seed=1)
+    assert (r.questions, r.baseline, r.method, r.difference) == (10, 50.0, 70.0, pytest.approx(20.0))
+    assert (r.only_baseline, r.only_method) == (1, 3)
+    # exact two-sided sign test, 3 of 4 discordant pairs: 2 * (C(4,3) + C(4,4)) / 2**4
+    assert r.p_value == pytest.approx(2 * 5 / 16)
+    assert r.low < 20.0 < r.high and -100 <= r.low and r.high <= 100
+    assert r.verdict == "inconclusive at this scale"
+    assert compare_paired(a, b, seed=1) == r  # seeded: the same interval again
+
+
+def test_verdicts():
+    n = 100
+    both = [1] * 40 + [0] * (n - 40)
+    better = [1] * 40 + [1] * 30 + [0] * 30  # 30 questions only the method answers
+    assert compare_paired(both, better).verdict == "holds"
+    assert compare_paired(better, both).verdict == "does not hold"
+    r = compare_paired(both, both)
+    assert (r.low, r.high, r.p_value, r.verdict) == (0.0, 0.0, 1.0, "inconclusive at this scale")
+
+
+def _run(path, first_hits):
+    path.write_text("".join(json.dumps({"qid": q, "first_hit": h}) + "\n" for q, h in enumerate(first_hits)))
+    return path
+
+
+def test_runs_are_paired_by_question(tmp_path):
+    a = _run(tmp_path / "a.jsonl", [1, 3, None, 25])
+    b = _run(tmp_path / "b.jsonl", [2, 1, 4, None])
+    assert hits_at(a, 5) == {0: True, 1: True, 2: False, 3: False}
+    r = compare_runs(a, b, 5)
+    assert (r.baseline, r.method, r.only_baseline, r.only_method) == (50.0, 75.0, 0, 1)
+    c = _run(tmp_path / "c.jsonl", [1, 1, 1])
+    with pytest.raises(InputError) as e:
+        compare_runs(a, c, 5)
+    assert str(e.value) == f"{c}: answers other questions than {a} (3 against 4): the two runs are not paired"
+
+
+def test_ledger_files(tmp_path):
+    a = _run(tmp_path / "a.jsonl", [1] * 20 + [None] * 20)
+    b = _run(tmp_path / "b.jsonl", [1] * 38 + [None] * 2)
+    rows = ledger_rows([{"claim": "B beats A", "paper": "Table 9: 1 vs 2", "test_set": "t", "metric": "top20",
+                         "baseline": "a", "method": "b", "baseline_run": a, "method_run": b}])
+    assert rows[0]["difference"] == 45.0 and rows[0]["verdict"] == "holds" and rows[0]["seeds"] == 1
+    write_ledger(rows, tmp_path / "c.csv", tmp_path / "c.md")
+    md = (tmp_path / "c.md").read_text()
+    assert "| B beats A | Table 9: 1 vs 2 | t | top20 | a | b | 40 | 50.0 / 95.0 | +45.0 [" in md and "**holds**" in md
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["claims"][0].update(baseline="nope"),
+     "config: claims.0.baseline: names model 'nope', which is not under 'models' (or bm25)"),
+    (lambda c: c["claims"][0].update(metric="top7"), "config: claims.0.metric: top7 is not among evaluate.ks"),
+    (lambda c: c["claims"][1].update(test_set="squad"),
+     "config: claims.1.test_set: names dataset 'squad', which is not under 'datasets'"),
+])
+def test_claims_config_errors(repo, change, message):
+    cfg = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    change(cfg)
+    with pytest.raises(InputError) as e:
+        check_config(cfg)
+    assert str(e.value) == message
