@@ -24,6 +24,7 @@ from dcsr import bm25
 from dcsr.errors import InputError
 from dcsr.formats import QA, Passage, write_corpus, write_qas
 from dcsr.runs import write_trec
+from test_bm25 import _java_ok  # the same check: Java and the Anserini jar are found
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "workflow" / "scripts"
@@ -63,15 +64,6 @@ class Case:
     call: Callable | None = None
     prepare: Callable | None = None  # builds more inputs (e.g. an index) from tmp_path
     needs_java: bool = False
-
-
-def _java_ok() -> bool:
-    try:
-        bm25.find_java()
-        bm25.find_anserini_jar()
-        return True
-    except InputError:
-        return False
 
 
 # --------------------------------------------------------------------------- the inputs of each family
