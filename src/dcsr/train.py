@@ -66,12 +66,12 @@ def load_settings(arg: str | None) -> dict:
     text, where = arg, "--settings"
     if os.path.isfile(arg):
         where = arg
-        with open(arg, encoding="utf-8") as fh:
-            text = fh.read()
         if arg.endswith((".yaml", ".yml")):
             from .yamlutil import strict_load
 
             return _settings_mapping(strict_load(Path(arg)), where)
+        with open(arg, encoding="utf-8") as fh:
+            text = fh.read()
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
