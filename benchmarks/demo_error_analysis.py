@@ -6,7 +6,7 @@ whose top-1 hit is wrong into: another passage of the same entity, a *namesake's
 or not). It also sorts the first hard negatives of a mined training file the same way.
 
     python benchmarks/demo_error_analysis.py --results results --run untrained --dataset encyclopedia \\
-        [--negatives results/bm25/negatives/encyclopedia-train.json] [--config config/config.yaml]
+        [--negatives results/bm25/negatives/encyclopedia-train.json] [--config config/generated.yaml]
 
 ``--run`` names a (question encoder = passage encoder) run under ``results/metrics/<corpus>/``.
 The demo is regenerated in memory from the config's ``corpora.<corpus>.generate`` and ``seed``.
@@ -34,7 +34,7 @@ def kind(passage, gold, entities) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default="results")
-    ap.add_argument("--config", default="config/config.yaml")
+    ap.add_argument("--config", default="config/generated.yaml")
     ap.add_argument("--corpus", default="demo")
     ap.add_argument("--run", required=True, help="model name (question and passage encoder)")
     ap.add_argument("--dataset", default="encyclopedia")

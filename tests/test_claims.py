@@ -70,7 +70,7 @@ def test_ledger_files(tmp_path):
      "config: claims.1.test_set: names dataset 'squad', which is not under 'datasets'"),
 ])
 def test_claims_config_errors(repo, change, message):
-    cfg = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    cfg = yaml.safe_load((repo / "config" / "generated.yaml").read_text())
     change(cfg)
     with pytest.raises(InputError) as e:
         check_config(cfg)

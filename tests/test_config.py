@@ -9,7 +9,7 @@ from dcsr.errors import InputError
 
 @pytest.fixture()
 def cfg(repo):
-    return yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    return yaml.safe_load((repo / "config" / "generated.yaml").read_text())
 
 
 def test_default_config_passes_schema_and_checks(cfg, repo):

@@ -325,7 +325,7 @@ def test_download_rule_fetches_a_resource_from_the_configured_base_url(repo, mir
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         r = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(repo / "Snakefile"),
                             "--directory", str(tmp_path), "--cores", "1", str(dl / "nq-test.qa.csv"),
-                            "--configfile", str(repo / "config" / "config.yaml"), str(over)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                            "--configfile", str(repo / "config" / "generated.yaml"), str(over)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     got = dl / "nq-test.qa.csv"
     assert got.read_bytes() == (mirror / "data/retriever/nq-test.qa.csv").read_bytes()

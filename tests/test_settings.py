@@ -21,7 +21,7 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 @pytest.fixture()
 def cfg(repo):
-    return yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    return yaml.safe_load((repo / "config" / "generated.yaml").read_text())
 
 
 def _message(cfg, check=check_sections):
@@ -30,14 +30,14 @@ def _message(cfg, check=check_sections):
     return str(e.value)
 
 
-# Each case: (id, change to config/config.yaml, the exact message).
+# Each case: (id, change to config/generated.yaml, the exact message).
 CASES = [
     ("train-typo", lambda c: c["train"].update(learning_rat=1e-5),
      "config: train.learning_rat: unknown key 'learning_rat'; did you mean 'learning_rate'?"),
     ("model-train-typo", lambda c: c["models"]["dcsr"].setdefault("train", {}).update(poolng="mean"),
      "config: models.dcsr.train.poolng: unknown key 'poolng'; did you mean 'pooling'?"),
     ("model-train-bad-choice", lambda c: c["models"]["dpr"].setdefault("train", {}).update(pooling="max"),
-     "config: models.dpr.train.pooling: expected one of cls, mean, found 'max'"),
+     "config: models.dpr.train.pooling: expected one of auto, cls, mean, found 'max'"),
     ("train-bad-type", lambda c: c["train"].update(epochs=2.5),
      "config: train.epochs: expected int, found 2.5"),
     ("train-bool-as-count", lambda c: c["train"].update(hard_negatives=True),
@@ -152,7 +152,7 @@ def test_the_training_code_reads_the_same_definition():
 def test_docs_settings_is_the_definition(repo):
     """docs/settings.md is generated from dcsr.settings (python -m dcsr.settings > docs/settings.md)."""
     assert (repo / "docs" / "settings.md").read_text() == reference()
-    assert "| `pooling` | str | `cls` | cls, mean |" in markdown_table("train")
+    assert "| `pooling` | str | `auto` | auto, cls, mean |" in markdown_table("train")
 
 
 def _dry_run(repo, tmp_path, overlay):
@@ -160,7 +160,7 @@ def _dry_run(repo, tmp_path, overlay):
     over.write_text(yaml.safe_dump(overlay))
     t0 = time.time()
     r = subprocess.run([SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path), "-n",
-                        "--configfile", str(repo / "config" / "config.yaml"), str(over)],
+                        "--configfile", str(repo / "config" / "generated.yaml"), str(over)],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     return r, time.time() - t0
 
@@ -182,7 +182,7 @@ def test_dry_run_fails_in_seconds_on_a_misspelled_training_key(repo, tmp_path, o
 
 def test_every_config_file_passes_the_settings_check(repo):
     """Every config under config/ (alone, or as an overlay on config.yaml) passes the check."""
-    base = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    base = yaml.safe_load((repo / "config" / "generated.yaml").read_text())
     for path in sorted((repo / "config").glob("*.yaml")):
         if path.name in ("schema.yaml", "paper_numbers.yaml"):
             continue

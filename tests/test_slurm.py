@@ -83,7 +83,7 @@ def small_config(repo, tmp_path, tiny_bert, **extra) -> Path:
     """config.yaml + ci.yaml cut to BM25 and one DPR on one test set (no attribution, no claims), as one
     complete config file; training asks for two GPUs (torchrun --nproc_per_node 2), embedding
     and search for one."""
-    cfg = _merge(yaml.safe_load((repo / "config" / "config.yaml").read_text()),
+    cfg = _merge(yaml.safe_load((repo / "config" / "generated.yaml").read_text()),
                  yaml.safe_load((repo / "config" / "ci.yaml").read_text()))
     cfg.pop("attribution", None)
     cfg.pop("claims", None)  # they name models and test sets cut here

@@ -53,7 +53,7 @@ def test_dry_run_lists_every_stage(repo, tmp_path):
 def test_config_type_error_names_the_key(repo, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("embed: {shards: two, batch_size: 8}\n")
-    r = snakemake(repo, tmp_path, "-n", "--configfile", str(repo / "config" / "config.yaml"), str(bad))
+    r = snakemake(repo, tmp_path, "-n", "--configfile", str(repo / "config" / "generated.yaml"), str(bad))
     assert r.returncode != 0
     assert "config: embed.shards: expected int, found 'two'" in r.stdout + r.stderr
     assert not (tmp_path / "results").exists()
@@ -63,7 +63,7 @@ def test_config_type_error_names_the_key(repo, tmp_path):
 def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     over = tmp_path / "over.yaml"
     over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "encoders": {"tiny": str(tiny_bert)}}))
-    r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over))
+    r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "generated.yaml"), str(repo / "config" / "ci.yaml"), str(over))
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     results = tmp_path / "results"
     # the regression pins (config/pins.yaml, run "ci"): every cell as pinned, each moved one named
@@ -120,7 +120,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     check_attribution_outputs(results)
     # the claims ledger: each claim of config.yaml, a paired comparison of two of the table's runs
     claims = list(csv.DictReader(open(results / "claims.csv")))
-    configured = yaml.safe_load((repo / "config" / "config.yaml").read_text())["claims"]
+    configured = yaml.safe_load((repo / "config" / "generated.yaml").read_text())["claims"]
     assert [c["claim"] for c in claims] == [c["claim"] for c in configured]
     labels_of = {"dpr": "DPR", "dpr-trivia": "DPR", "dcsr": "DCSR", "dcsr-trivia": "DCSR", "bm25": "BM25"}
     for c in claims:
@@ -131,7 +131,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
         assert float(c["method_value"]) - float(c["baseline_value"]) == pytest.approx(float(c["difference"]), abs=0.02)
     # the Snakemake report of the finished run holds every table and every figure
     report = tmp_path / "report.html"
-    r = snakemake(repo, tmp_path, "--report", str(report), "--configfile", str(repo / "config" / "config.yaml"),
+    r = snakemake(repo, tmp_path, "--report", str(report), "--configfile", str(repo / "config" / "generated.yaml"),
                   str(repo / "config" / "ci.yaml"), str(over))
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     html = report.read_text(encoding="utf-8")
@@ -146,7 +146,7 @@ def check_attribution_outputs(results):
     """The encoder attribution analysis of config.yaml + ci.yaml: K = 3 domains, DPR and DCSR
     families, a sweep of trivia at 40% and 100%."""
     tests = ("encyclopedia", "trivia", "chat")
-    metrics = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())["attribution"]["metrics"]
+    metrics = yaml.safe_load((Path(__file__).parents[1] / "config" / "generated.yaml").read_text())["attribution"]["metrics"]
     m0 = metrics[0]
     families = {"DPR": {"encyclopedia": "dpr", "trivia": "dpr-trivia", "chat": "dpr-chat"},
                 "DCSR": {"encyclopedia": "dcsr", "trivia": "dcsr-trivia", "chat": "dcsr-chat"}}
@@ -215,7 +215,7 @@ def test_killed_training_resumes_when_snakemake_runs_again(repo, tmp_path, tiny_
     }))
     target = str(results / "models" / "dpr")
     # the target goes first: --configfile takes every following argument as a file
-    args = [target, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(repo / "config" / "ci.yaml"), str(over)]
+    args = [target, "--cores", "2", "--configfile", str(repo / "config" / "generated.yaml"), str(repo / "config" / "ci.yaml"), str(over)]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen([SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(tmp_path), *args],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -290,10 +290,10 @@ def test_squad_attribution_overlay_adds_two_article_domains(repo, tmp_path):
     over["datasets"]["squad-a"]["squad"]["articles"] = "0:4"
     over["datasets"]["squad-b"]["squad"]["articles"] = "4:8"
     (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
-    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml"))
+    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "generated.yaml"), str(tmp_path / "over.yaml"))
     assert counts["prepare_squad"] == 1 and counts["prepare_squad_dataset"] == 2
     # 3 generated + 2 SQuAD domains per family; each family's 5 x 5 pairs on 5 test sets
-    default = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    default = yaml.safe_load((repo / "config" / "generated.yaml").read_text())
     sweep_samples = sum(1 for f in default["attribution"]["sweep"]["fractions"] if f < 1.0)
     assert counts["train_biencoder"] == 2 * 5 + sweep_samples  # + the default sweep's samples below 100%
     # every passage encoder of a family indexes both corpora (its pairs reach both)
@@ -307,7 +307,7 @@ def test_multi_node_training_is_srun_torchrun_with_a_rendezvous(repo, tmp_path):
     over = tmp_path / "over.yaml"
     over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "train": {"gpus": 4, "nodes": 2}}))
     r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr"), "-n", "-p", "--cores", "16",
-                  "--configfile", str(repo / "config" / "config.yaml"), str(over))
+                  "--configfile", str(repo / "config" / "generated.yaml"), str(over))
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     job = out[out.index("rule train_biencoder"):]
@@ -317,7 +317,7 @@ def test_multi_node_training_is_srun_torchrun_with_a_rendezvous(repo, tmp_path):
     assert "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d" in job
     over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "train": {"gpus": 0, "nodes": 2}}))
     r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr"), "-n",
-                  "--configfile", str(repo / "config" / "config.yaml"), str(over))
+                  "--configfile", str(repo / "config" / "generated.yaml"), str(over))
     assert r.returncode != 0
     assert "train.nodes of model dpr" in r.stdout + r.stderr
 
@@ -341,7 +341,7 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
                                          {"label": "DCSR Multi", "question": "dcsr-multi", "passage": "dcsr-multi"}]}},
     }
     (tmp_path / "over.yaml").write_text(yaml.safe_dump(over))
-    configs = (str(repo / "config" / "config.yaml"), str(tmp_path / "over.yaml"))
+    configs = (str(repo / "config" / "generated.yaml"), str(tmp_path / "over.yaml"))
     base = dry_run_job_counts(repo, tmp_path, configs[0])
     counts = dry_run_job_counts(repo, tmp_path, *configs)
     assert counts["subset_corpus"] == 2
@@ -354,7 +354,7 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
     # a BM25 index per corpus; BM25 on each new test set, and the two Multi models' corpus encodings
     assert counts["index_bm25"] == 3 and counts["split_sentences"] == 3
     assert counts["search_bm25"] == base["search_bm25"] + 3
-    shards = yaml.safe_load((repo / "config" / "config.yaml").read_text())["embed"]["shards"]
+    shards = yaml.safe_load((repo / "config" / "generated.yaml").read_text())["embed"]["shards"]
     assert counts["embed_shard"] == base["embed_shard"] + 2 * 3 * shards
     assert counts["merge_runs"] == base["merge_runs"] + 2 * 3
     assert counts["plot_validation"] == base["plot_validation"] + 1  # the two Multi models share one figure

@@ -30,7 +30,7 @@ def snakemake(repo, workdir, *args, timeout=300):
 
 
 def test_the_project_has_yaml_files_to_check():
-    assert {"config/config.yaml", "config/paper_numbers.yaml", "profiles/slurm/config.yaml", "envs/cpu.yaml"} <= set(PROJECT_YAML)
+    assert {"config/generated.yaml", "config/paper_numbers.yaml", "profiles/slurm/config.yaml", "envs/cpu.yaml"} <= set(PROJECT_YAML)
 
 
 @pytest.mark.parametrize("name", PROJECT_YAML)
@@ -92,7 +92,7 @@ def test_paper_numbers_appendix_b_has_the_statistics_the_code_reads():
 def test_a_dry_run_with_a_duplicate_key_fails_naming_file_line_and_key(tmp_path):
     dup = tmp_path / "dup.yaml"
     dup.write_text("results: results-a\nembed:\n  batch_size: 8\nresults: results-b\n")
-    r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "config.yaml"), "dup.yaml")
+    r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "generated.yaml"), "dup.yaml")
     assert r.returncode != 0
     assert f"{dup}:4: duplicate key 'results' (first at line 1)" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
     assert not (tmp_path / "results-a").exists() and not (tmp_path / "results-b").exists()

@@ -5,12 +5,18 @@ reads, and every downstream stage consumes)::
 
     out_dir/question_encoder/   Hugging Face ``save_pretrained`` model + tokenizer
     out_dir/passage_encoder/    Hugging Face ``save_pretrained`` model + tokenizer
-    out_dir/dcsr.json           meta: pooling, max lengths, method, base checkpoint, step
+    out_dir/dcsr.json           meta: pooling, normalize, scale, max lengths, method, base checkpoint, step
 
 Pooling is a hook, :meth:`BiEncoder.pool`, that reads the whole tokenized batch: DPR takes
 the [CLS] vector, "mean" a masked mean, and a batch that carries ``pool_positions`` (flat
 indices into ``[B * L]``) is pooled by gathering the hidden states at those positions, so
 DCSR's one-vector-per-``<sent>``-marker encoding needs no change to the training loop.
+
+The similarity follows the encoder family (:func:`family_similarity`): DPR and BERT
+checkpoints use the dot product of [CLS] vectors; a sentence-transformers model whose modules
+mean-pool and normalize (MiniLM) uses ``scale`` x cosine. Both are one dot product: a
+normalized model's vectors are unit vectors times ``sqrt(scale)``, so training, FAISS's inner
+product search and HasAns need no second code path.
 """
 
 from __future__ import annotations
@@ -50,13 +56,23 @@ class BiEncoder(torch.nn.Module):
     """
 
     def __init__(self, question_model: torch.nn.Module, passage_model: torch.nn.Module,
-                 pooling: str = TRAIN["pooling"].default):
+                 pooling: str = "cls", normalize: bool = False, scale: float = 1.0):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise InputError("pooling", f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
+        if pooling not in POOLINGS or pooling == "auto":
+            raise InputError("pooling", f"unknown pooling {pooling!r}; expected cls or mean "
+                                        "(resolve auto with family_similarity first)")
+        if not scale > 0:
+            raise InputError("scale", f"the similarity scale must be > 0, got {scale!r}")
         self.question_model = question_model
         self.passage_model = passage_model
         self.pooling = pooling
+        self.normalize = bool(normalize)
+        self.scale = float(scale)
+
+    @property
+    def similarity(self) -> dict:
+        """What the model's scores are: ``{"pooling", "normalize", "scale"}``."""
+        return {"pooling": self.pooling, "normalize": self.normalize, "scale": self.scale}
 
     # ------------------------------------------------------------------ pooling
 
@@ -95,7 +111,12 @@ class BiEncoder(torch.nn.Module):
     def _encode(self, model: torch.nn.Module, batch: Mapping[str, Any]) -> Tensor:
         inputs = {k: batch[k] for k in MODEL_INPUTS if batch.get(k) is not None}
         hidden = model(**inputs).last_hidden_state  # [B, L, H]
-        return self.pool(hidden, batch)
+        vecs = self.pool(hidden, batch)
+        if self.normalize:  # scale x cosine as a dot product: unit vectors times sqrt(scale)
+            vecs = torch.nn.functional.normalize(vecs.float(), dim=-1).to(vecs.dtype)
+        if self.scale != 1.0:
+            vecs = vecs * (self.scale ** 0.5)
+        return vecs
 
     # ------------------------------------------------------------------ encoders
 
@@ -255,11 +276,75 @@ def load_tokenizer(name_or_path: str):
         raise InputError(str(name_or_path), f"cannot load the tokenizer: {e}")
 
 
-def build_biencoder(init: str, pooling: str = TRAIN["pooling"].default, dropout: float | None = None):
+#: sentence-transformers trains with MultipleNegativesRankingLoss, whose default scale is 20
+#: (scores are 20 x cosine); a normalized family without an explicit ``scale`` gets it.
+ST_SCALE = 20.0
+_ST_POOLING = "sentence_transformers.models.Pooling"
+_ST_NORMALIZE = "sentence_transformers.models.Normalize"
+
+
+def family_similarity(init: str, pooling: str = "auto", normalize: bool | None = None,
+                      scale: float | None = None) -> dict:
+    """The pooling and similarity of a bi-encoder started from checkpoint ``init``.
+
+    ``pooling: auto`` reads the init's own modules: a sentence-transformers model
+    (``modules.json`` with a Pooling module, whose ``config.json`` says mean or CLS) gives its
+    pooling, and a Normalize module gives ``normalize: true``; any other checkpoint (DPR,
+    BERT) gives CLS and the dot product. ``normalize`` and ``scale`` left at ``None`` follow
+    the family: scale 20 (:data:`ST_SCALE`) for normalized vectors, 1 otherwise. Explicit
+    values override. Returns ``{"pooling", "normalize", "scale", "source"}``, where ``source``
+    says where the pooling and normalization came from (it goes into the model's metadata).
+    """
+    found = {"pooling": "cls", "normalize": False}
+    source = "not a sentence-transformers model: CLS and the dot product (DPR)"
+    path = resolve_checkpoint(init)
+    modules_file = Path(os.path.expanduser(path)) / "modules.json"
+    if modules_file.is_file():
+        try:
+            modules = json.loads(modules_file.read_text(encoding="utf-8"))
+            types = {m.get("type"): m for m in modules if isinstance(m, dict)}
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise InputError(str(modules_file), f"malformed sentence-transformers modules.json: {e}")
+        if _ST_POOLING in types:
+            cfg_file = modules_file.parent / types[_ST_POOLING].get("path", "1_Pooling") / "config.json"
+            try:
+                cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise InputError(str(cfg_file), f"cannot read the sentence-transformers pooling config: {e}")
+            if cfg.get("pooling_mode_mean_tokens"):
+                found["pooling"] = "mean"
+            elif cfg.get("pooling_mode_cls_token"):
+                found["pooling"] = "cls"
+            else:
+                modes = sorted(k for k, v in cfg.items() if k.startswith("pooling_mode") and v)
+                raise InputError(str(cfg_file), f"pooling {modes} is not supported (mean or CLS tokens); "
+                                                "set train.pooling explicitly")
+            found["normalize"] = _ST_NORMALIZE in types
+            source = (f"sentence-transformers modules ({modules_file.name}): {found['pooling']} pooling"
+                      + (", Normalize" if found["normalize"] else ""))
+    out = {"pooling": found["pooling"] if pooling == "auto" else pooling,
+           "normalize": found["normalize"] if normalize is None else bool(normalize)}
+    out["scale"] = float(scale) if scale is not None else (ST_SCALE if out["normalize"] else 1.0)
+    overridden = [k for k, v in (("pooling", pooling != "auto"), ("normalize", normalize is not None),
+                                 ("scale", scale is not None)) if v]
+    out["source"] = source + (f"; set in the config: {', '.join(overridden)}" if overridden else "")
+    return out
+
+
+def build_biencoder(init: str, pooling: str = TRAIN["pooling"].default, dropout: float | None = None,
+                    normalize: bool | None = None, scale: float | None = None):
     """``(tokenizer, BiEncoder)`` with both encoders initialised from checkpoint ``init``
-    (DPR: two separate copies of the same pretrained BERT)."""
+    (DPR: two separate copies of the same pretrained BERT), with the pooling and similarity
+    of :func:`family_similarity`."""
+    sim = family_similarity(init, pooling, normalize, scale)
+    log.info("similarity of %s: %s pooling, %s (%s)", init, sim["pooling"],
+             f"{sim['scale']:g} x cosine" if sim["normalize"] else
+             ("dot product" if sim["scale"] == 1 else f"{sim['scale']:g} x dot product"), sim["source"])
     tokenizer = load_tokenizer(init)
-    return tokenizer, BiEncoder(load_encoder(init, dropout), load_encoder(init, dropout), pooling)
+    model = BiEncoder(load_encoder(init, dropout), load_encoder(init, dropout), sim["pooling"],
+                      sim["normalize"], sim["scale"])
+    model.similarity_source = sim["source"]
+    return tokenizer, model
 
 
 def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
@@ -271,7 +356,9 @@ def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, met
         for sub, encoder in ((QUESTION_DIR, model.question_model), (PASSAGE_DIR, model.passage_model)):
             encoder.save_pretrained(out_dir / sub)
             tokenizer.save_pretrained(out_dir / sub)
-    full = {"format_version": FORMAT_VERSION, "pooling": model.pooling, **dict(meta)}
+    full = {"format_version": FORMAT_VERSION, **model.similarity, **dict(meta)}
+    if getattr(model, "similarity_source", None) and "similarity_source" not in full:
+        full["similarity_source"] = model.similarity_source
     with open(out_dir / META_FILE, "w", encoding="utf-8") as fh:
         json.dump(full, fh, indent=1, sort_keys=True)
         fh.write("\n")
@@ -315,8 +402,10 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
         if not (path / sub).is_dir():
             raise InputError(str(path), f"saved bi-encoder has no {sub}/")
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
+    # the format before "pooling" was written had CLS only; before "normalize", the dot product
     model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout), load_encoder(str(path / PASSAGE_DIR), dropout),
-                      meta.get("pooling", "cls"))  # the format before "pooling" was written had CLS only
+                      meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0))
+    model.similarity_source = meta.get("similarity_source")
     model.to(device)
     model.eval()
     return tokenizer, model, meta

@@ -59,7 +59,7 @@ def _s(types, default, help, **kw) -> Setting:
     return Setting(types if isinstance(types, tuple) else (types,), default, help, **kw)
 
 
-POOLINGS = ("cls", "mean")
+POOLINGS = ("auto", "cls", "mean")
 AMP = ("auto", "bf16", "fp16", "off")
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
@@ -83,8 +83,14 @@ TRAIN: dict[str, Setting] = {
     "shuffle_positives": _s(bool, False, "pick a random positive instead of the first"),
     "question_max_length": _s(int, 256, "question tokens (DPR: 256)", low=1),
     "passage_max_length": _s(int, 256, "passage tokens, title + text (DPR: 256)", low=1),
-    "pooling": _s(str, "cls", "cls (DPR: the [CLS] state; DCSR: the <sent> marker's) or mean (of the tokens)",
+    "pooling": _s(str, "auto", "auto (the init's own: a sentence-transformers model's Pooling module, else CLS), "
+                               "cls (DPR: the [CLS] state; DCSR: the <sent> marker's) or mean (of the tokens)",
                   choices=POOLINGS),
+    "normalize": _s((bool, _NONE), None, "unit-normalize vectors, so scores are scale x cosine (null: as the init's "
+                                         "modules say: a sentence-transformers Normalize module)"),
+    "scale": _s((float, int, _NONE), None, "scores are scale x the similarity (null: 20 for normalized vectors, "
+                                           "sentence-transformers' scale; 1, the dot product, otherwise)",
+                low=0, low_open=True),
     "seed": _s(int, 12345, "seed of order, negatives, dropout"),
     "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; off on CPU), bf16, fp16, off",
               choices=AMP),

@@ -604,7 +604,7 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
     if state is not None:
         tokenizer, model, _ = load_biencoder(last, device="cpu", dropout=s["dropout"])
     else:
-        tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"])
+        tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"], s["normalize"], s["scale"])
     builder.setup(tokenizer, model)
     records = builder.prepare_records(records, str(train_json), say)
     dev_records = builder.prepare_records(dev_records, str(dev_json), say)
@@ -794,7 +794,7 @@ def export_untrained(settings: Mapping[str, Any] | None, init: str, output_dir: 
     from .model import save_biencoder
 
     s = validate_settings(settings, builder_cls.SETTINGS)
-    tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"])
+    tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"], s["normalize"], s["scale"])
     builder_cls(s).setup(tokenizer, model)
     save_biencoder(model, tokenizer, output_dir, {
         "method": builder_cls.method,
