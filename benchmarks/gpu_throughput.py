@@ -85,7 +85,7 @@ def main():
         model.to(device).eval()
         titles, texts = synthetic_passages(a.passages)
         times = timed(lambda: encode_texts(model, tokenizer, texts, titles, "passage", a.passage_max_length,
-                                           a.batch_size, device, amp=device.type == "cuda", progress=False), a.repeats)
+                                           a.batch_size, device, precision="fp16" if device.type == "cuda" else "fp32", progress=False), a.repeats)
         result["embed"] = {"passages": a.passages, "max_length": a.passage_max_length, "batch_size": a.batch_size,
                            "fp16": device.type == "cuda", "seconds": times,
                            "passages_per_s": a.passages / statistics.median(times)}

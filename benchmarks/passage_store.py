@@ -9,7 +9,7 @@ passages repeated under fresh ids, ``scale_throughput.synthetic_corpus``), media
 corpus, and ``.tsv``), and the store's lookup, for ``--wanted`` ids drawn at random (a run's
 hits are spread over the whole corpus).
 
-    python benchmarks/passage_store.py --squad /work/shared/data/squad1.1-dev-public.json \
+    python benchmarks/passage_store.py --squad dev-v1.1.json \
         --passages 1000000 --wanted 17000 --out benchmarks/out/passage_store.json
 """
 

@@ -19,7 +19,7 @@ The corpus is synthetic but made of real text: the SQuAD v1.1 dev articles cut i
 passages (as ``prepare_squad`` and DPR cut Wikipedia), repeated under fresh ids up to
 ``--passages``, written to ``--workdir`` (never into the repository).
 
-    python benchmarks/scale_throughput.py --squad /work/shared/data/squad1.1-dev-public.json \
+    python benchmarks/scale_throughput.py --squad dev-v1.1.json \
         --out benchmarks/out/scale_throughput.json
 """
 

@@ -17,7 +17,7 @@ Measured per splitter, through :func:`dcsr.sentences.split_sentences` (what the 
 
 Usage::
 
-    python benchmarks/sentence_splitters.py --squad PATH/squad1.1-dev-public.json \
+    python benchmarks/sentence_splitters.py --squad dev-v1.1.json \
         --out benchmarks/sentence_splitters.md
 
 The data file is only read, never copied into the repository.

@@ -10,7 +10,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution import fraction_of, percent_label, sweep_model_name  # noqa: E402
-from dcsr.config import check_config, claim_pair, corpus_shards, dataset_questions, sweep_models, train_datasets, variant_root, variant_settings  # noqa: E402
+from dcsr.config import DEV_VARIANT, check_config, claim_pair, corpus_shards, dataset_questions, model_seeds, seed_replicas, sweep_models, temperature_dev_variants, train_datasets, variant_root, variant_settings  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.settings import DCSR_TRAIN, LAUNCH, check_sections  # noqa: E402
 from dcsr.resources import download_settings, resource_files, resource_of_file, resource_url  # noqa: E402
@@ -24,6 +24,10 @@ try:
     check_config(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
+    # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)
+    config["models"].update(seed_replicas(config))
+    # dcsr.temperature: dev searches each dataset's dev questions too (<dataset>.dev variants)
+    config["datasets"].update(temperature_dev_variants(config))
     # a variant (datasets.<name>.like) has its dataset's match and paper_name unless it sets them
     for _name, _inherited in variant_settings(config).items():
         config["datasets"][_name] = {**_inherited, **config["datasets"][_name]}
@@ -93,6 +97,7 @@ SHARD_HITS_IN_DIR = "{qmodel}/{dataset}.npz"
 # BM25 is the (question, passage) "encoder pair" (bm25, bm25), so every retriever's run,
 # metrics and table row share one path shape.
 RUN = f"{R}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.trec"
+TEMPERATURE = f"{R}/temperature/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"  # dcsr.temperature: dev
 METRICS = f"{R}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
 QUESTION_RESULTS = f"{R}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
 TABLE_CSV = f"{R}/tables/{{table}}.csv"
@@ -388,6 +393,18 @@ def final_outputs():
     return out
 
 
+def claim_seed_runs(claim, side):
+    """(corpus, q, p, test set) of one side of a claim for each training seed: seed k pairs the
+    k-th run of each model that has several (a model with one run stays itself)."""
+    q, p = claim_pair(claim[side])
+    if q == "bm25":
+        return [(corpus_of(claim["test_set"]), q, p, claim["test_set"])]
+    qs, ps = model_seeds(config, q), model_seeds(config, p)
+    n = max(len(qs), len(ps))
+    return [(corpus_of(claim["test_set"]), qs[k] if len(qs) > 1 else q, ps[k] if len(ps) > 1 else p, claim["test_set"])
+            for k in range(n)]
+
+
 def claims_spec():
     """The claims of the config with the per-question results of both sides' runs. A dense
     pair that no table or attribution pair runs is an error at DAG build."""
@@ -401,7 +418,8 @@ def claims_spec():
                 raise WorkflowError(f"config: claims.{i}.{side}: the run {q} x {p} on {claim['test_set']} is in no "
                                     "table and no attribution pair: add it to a table's rows")
             item[side] = q if q == p else f"{q} x {p}"
-            item[f"{side}_run"] = QUESTION_RESULTS.format(corpus=run[0], qmodel=q, pmodel=p, dataset=run[3])
+            item[f"{side}_runs"] = [QUESTION_RESULTS.format(corpus=c, qmodel=sq, pmodel=sp, dataset=d)
+                                    for c, sq, sp, d in claim_seed_runs(claim, side)]
         out.append(item)
     return out
 
@@ -523,7 +541,44 @@ def dense_runs():
     runs = [run for table in config["tables"] for run in table_runs(table)]
     if attribution():
         runs += [(corpus_of(t), q, p, t) for q, p, t in attribution_cells()]
+    # the other training runs of claims' models with seeds: n
+    runs += [run for c in config.get("claims", []) for side in ("baseline", "method")
+             for run in claim_seed_runs(c, side)[1:]]
+    # dcsr.temperature: dev: each DCSR run's pair also searches its dataset's dev questions
+    runs += [(c, q, p, d + DEV_VARIANT) for c, q, p, d in runs if temperature_on_dev(p, d)]
     return tuple(sorted({run for run in runs if run[1] != "bm25"}))
+
+
+def temperature_on_dev(pmodel, dataset):
+    """Whether the run of DCSR passage encoder ``pmodel`` on ``dataset`` takes its HasAns
+    temperature from ``dataset``'s dev questions (dcsr.temperature: dev)."""
+    return is_dcsr(pmodel) and dataset + DEV_VARIANT in config["datasets"]
+
+
+def hasans_args(wc, input):
+    """merge_runs' HasAns flags: none for DPR; a DCSR run takes its temperature from the config,
+    the dev choice (dcsr.temperature: dev), or 1 for the dev runs that the choice is made on."""
+    if not is_dcsr(wc.pmodel):
+        return ""
+    if "temperature" in input.keys():
+        return f"--hasans --temperature-file {input.temperature}"
+    t = config["dcsr"]["temperature"]
+    return f"--hasans --temperature {1.0 if t == 'dev' else t}"
+
+
+def temperature_inputs(wc):
+    if (wc.corpus, wc.qmodel, wc.pmodel, wc.dataset + DEV_VARIANT) not in dense_runs():
+        raise WorkflowError(f"no dev run to choose the temperature of {wc.qmodel} x {wc.pmodel} on {wc.dataset}")
+    return {
+        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
+        "questions": dataset_file(wc.dataset + DEV_VARIANT, "test"),
+        **store_inputs(wc),
+    }
+
+
+def temperature_hit_files(wc, input):
+    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(qmodel=wc.qmodel, dataset=wc.dataset + DEV_VARIANT)))
+                    for d in input.hits)
 
 
 def searches_of(corpus, pmodel):
@@ -577,11 +632,14 @@ def merge_inputs(wc):
             f"the run {wc.qmodel} x {wc.pmodel} on {wc.dataset} ({wc.corpus}) is in no table and no attribution "
             "pair of the config: add it to a table's rows (config key tables) to have it searched"
         )
-    return {
+    inputs = {
         "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
         "questions": dataset_file(wc.dataset, "test"),
         **store_inputs(wc),
     }
+    if temperature_on_dev(wc.pmodel, wc.dataset):
+        inputs["temperature"] = TEMPERATURE.format(**wc)
+    return inputs
 
 
 def store_inputs(wc):

@@ -79,6 +79,7 @@ rule prepare_squad:
         script=f"{SCRIPTS}/prepare_squad.py",
         args=lambda wc: squad_args(wc.corpus),
         download_dir=f"{R}/downloads/squad",
+        lock=shlex.quote(DOWNLOADS["lock"]),
     threads: 1
     resources:
         mem_mb=resources_for("prepare_squad", "mem_mb"),
@@ -86,7 +87,7 @@ rule prepare_squad:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.args} --download-dir {params.download_dir}"
+        "python {params.script} {params.args} --download-dir {params.download_dir} --lock {params.lock}"
         " --corpus-out {output.corpus} --train-out {output.train} --dev-out {output.dev}"
         " --test-out {output.test} 2> {log}"
 

@@ -22,6 +22,7 @@ rule embed_shard:
         shards=lambda wc: len(shards(wc.corpus)),
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"]["fp16"] else "",
+        precision=config["embed"]["precision"],
         sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.pmodel) else "",
     threads: threads_for("embed_shard", 2)
     resources:
@@ -32,7 +33,7 @@ rule embed_shard:
         "../envs/gpu.yaml"
     shell:
         "python {params.script} --model {input.model} --corpus {params.store} --shard {wildcards.shard}"
-        " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16}"
+        " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16} --precision {params.precision}"
         " --vectors {output.vectors} --ids {output.ids} --sentence-numbers {output.sentence_numbers}"
         " {params.sentences} 2> {log}"
 
@@ -51,6 +52,7 @@ rule embed_questions:
     params:
         script=f"{SCRIPTS}/embed_questions.py",
         sets=embed_questions_args,
+        precision=config["embed"]["precision"],
     threads: threads_for("embed_questions", 2)
     resources:
         mem_mb=resources_for("embed_questions", "mem_mb"),
@@ -59,4 +61,4 @@ rule embed_questions:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} {params.sets} 2> {log}"
+        "python {params.script} --model {input.model} {params.sets} --precision {params.precision} 2> {log}"

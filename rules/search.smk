@@ -82,9 +82,7 @@ rule merge_runs:
         hits=merge_hit_files,
         k=config["search"]["k"],
         tag=lambda wc: f"{wc.qmodel}--{wc.pmodel}",
-        hasans=lambda wc: (
-            f"--hasans --temperature {config['dcsr']['temperature']}" if is_dcsr(wc.pmodel) else ""
-        ),
+        hasans=hasans_args,
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: match_type(wc.dataset),
     threads: 1
@@ -97,3 +95,35 @@ rule merge_runs:
         "python {params.script} --output {output.run} --k {params.k} --tag {params.tag} {params.hasans}"
         " --questions {input.questions} --corpus {params.store} --metrics {output.metrics}"
         " --per-question {output.questions} --ks {params.ks} --match {params.match} {params.hits} 2> {log}"
+
+
+# dcsr.temperature: dev: DCSR's HasAns temperature for one run, chosen on the dev questions of
+# its test set's dataset (searched as the variant <dataset>.dev), from a grid around T = 1.
+rule choose_temperature:
+    input:
+        unpack(temperature_inputs),
+    output:
+        TEMPERATURE,
+    wildcard_constraints:
+        qmodel=DENSE_MODEL,
+        pmodel=DENSE_MODEL,
+    log:
+        log_path("choose_temperature", "{corpus}/{qmodel}/{pmodel}/{dataset}"),
+    benchmark:
+        bench_path("choose_temperature", "{corpus}/{qmodel}/{pmodel}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/choose_temperature.py",
+        store=lambda wc, input: str(Path(input.store_ids).parent),
+        hits=temperature_hit_files,
+        k=config["search"]["k"],
+        ks=",".join(str(k) for k in config["evaluate"]["ks"]),
+        match=lambda wc: match_type(wc.dataset),
+    threads: 1
+    resources:
+        mem_mb=resources_for("choose_temperature", "mem_mb"),
+        runtime=resources_for("choose_temperature", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --questions {input.questions} --corpus {params.store} --k {params.k}"
+        " --ks {params.ks} --match {params.match} --output {output} {params.hits} 2> {log}"

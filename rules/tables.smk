@@ -138,7 +138,7 @@ rule plot_validation:
 # over the same questions, with a bootstrap interval, a sign test and a verdict (dcsr.claims).
 rule claims_ledger:
     input:
-        lambda wc: sorted({c[f"{side}_run"] for c in claims_spec() for side in ("baseline", "method")}),
+        lambda wc: sorted({r for c in claims_spec() for side in ("baseline", "method") for r in c[f"{side}_runs"]}),
     output:
         csv=report(f"{CLAIMS}.csv", caption="../workflow/report/claims.rst", category="Claims"),
         md=f"{CLAIMS}.md",

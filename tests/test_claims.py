@@ -75,3 +75,39 @@ def test_claims_config_errors(repo, change, message):
     with pytest.raises(InputError) as e:
         check_config(cfg)
     assert str(e.value) == message
+
+
+def test_several_seeds_compare_mean_outcomes_and_report_each_seed(tmp_path):
+    # 4 questions at top-1. Baseline (one run): answers q0, q1. Method, seed 1: q0, q1, q2;
+    # seed 2: q0, q3; seed 3: q0, q1, q2, q3.
+    base = _run(tmp_path / "b.jsonl", [1, 1, None, None])
+    m = [_run(tmp_path / "m1.jsonl", [1, 1, 1, None]), _run(tmp_path / "m2.jsonl", [1, None, None, 1]),
+         _run(tmp_path / "m3.jsonl", [1, 1, 1, 1])]
+    r = compare_runs([base], m, 1)
+    # per-question method means: 1, 2/3, 2/3, 2/3; baseline 1, 1, 0, 0
+    assert r.method == pytest.approx(100 * (1 + 2 / 3 * 3) / 4)
+    assert r.difference == pytest.approx(100 * (0 - 1 / 3 + 2 / 3 + 2 / 3) / 4)
+    assert (r.only_baseline, r.only_method) == (1, 2)  # q1 worse on average, q2 and q3 better
+    rows = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                         "baseline_runs": [str(base)], "method_runs": [str(p) for p in m]}])
+    assert rows[0]["seeds"] == 3 and rows[0]["seed_differences"] == "+25.0 / +0.0 / +50.0"
+    assert rows[0]["seed_sd"] == pytest.approx(25.0)
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    assert "| 3 (+25.0 / +0.0 / +50.0; sd 25.0) |" in (tmp_path / "l.md").read_text()
+
+
+def test_seeds_train_a_model_several_times():
+    from dcsr.config import model_seeds, seed_replicas
+
+    cfg = {"train": {"seed": 100}, "models": {
+        "dpr": {"method": "dpr", "init": "m", "train_on": "d", "seeds": 3},
+        "dcsr": {"method": "dcsr", "init": "m", "train_on": "d", "seeds": 2, "train": {"seed": 7, "epochs": 1}},
+        "plain": {"method": "dpr", "init": "m"}}}
+    replicas = seed_replicas(cfg)
+    assert sorted(replicas) == ["dcsr.seed2", "dpr.seed2", "dpr.seed3"]
+    assert replicas["dpr.seed3"] == {"method": "dpr", "init": "m", "train_on": "d", "train": {"seed": 102}}
+    assert replicas["dcsr.seed2"]["train"] == {"seed": 8, "epochs": 1}
+    assert model_seeds(cfg, "dpr") == ["dpr", "dpr.seed2", "dpr.seed3"] and model_seeds(cfg, "plain") == ["plain"]
+    cfg["models"]["plain"]["seeds"] = 2
+    with pytest.raises(InputError, match="config: models.plain.seeds: an untrained model has nothing to seed"):
+        seed_replicas(cfg)

@@ -217,3 +217,34 @@ def test_mean_pooled_dcsr_model_flows_through_export_and_embedding(tmp_path, cor
         q_hidden = model.question_model(**{k: q[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
                                         ).last_hidden_state[0]
     np.testing.assert_allclose(np.load(tmp_path / "q.npy")[0], q_hidden[1:].mean(0).numpy(), atol=1e-5)
+
+
+def test_the_temperature_is_chosen_on_dev_questions(tmp_path):
+    """Passage 1 has one sentence scored 12 and no answer; passage 2 has five sentences scored 9
+    and the answer. A cold softmax gives passage 1 the top rank; from T = 4 on (by hand: HasAns
+    0.297 for passage 1 against 1 - (1 - 0.1405)^5 = 0.53 for passage 2) passage 2 wins, and of
+    the winning temperatures the one closest to 1 is chosen."""
+    from dcsr.formats import QA, write_qas
+    from dcsr.hasans import choose_temperature
+
+    write_corpus(tmp_path / "c.tsv", [Passage(1, "nothing to see here", "A"), Passage(2, "the gold is here", "B")])
+    write_qas(tmp_path / "dev.tsv", [QA("where is the gold?", ["gold"])])
+    np.savez(tmp_path / "h.npz", scores=np.array([[12.0, 9, 9, 9, 9, 9]], dtype=np.float32),
+             ids=np.array([[1, 2, 2, 2, 2, 2]]))
+    choice = choose_temperature([str(tmp_path / "h.npz")], str(tmp_path / "dev.tsv"), str(tmp_path / "c.tsv"), ks=(1,))
+    assert choice["temperature"] == 4.0
+    assert choice["grid"]["2"]["top1"] == 0.0 and choice["grid"]["4"]["top1"] == 100.0
+    assert choice["grid"]["64"]["top1"] == 100.0 and choice["questions"] == 1
+    # a tie everywhere keeps the paper's T = 1
+    write_qas(tmp_path / "none.tsv", [QA("where is the silver?", ["silver"])])
+    assert choose_temperature([str(tmp_path / "h.npz")], str(tmp_path / "none.tsv"), str(tmp_path / "c.tsv"),
+                              ks=(1,))["temperature"] == 1.0
+
+
+def test_temperature_dev_adds_a_dev_variant_of_each_test_dataset():
+    from dcsr.config import temperature_dev_variants
+
+    cfg = {"dcsr": {"temperature": "dev"},
+           "datasets": {"a": {"corpus": "c", "generated": "x"}, "a-dev": {"corpus": "c", "like": "a", "questions": "dev"}}}
+    assert temperature_dev_variants(cfg) == {"a.dev": {"like": "a", "questions": "dev", "corpus": "c"}}
+    assert temperature_dev_variants({**cfg, "dcsr": {"temperature": 1.0}}) == {}

@@ -227,11 +227,59 @@ def test_the_vendored_squad_subset_is_licensed_small_and_reads(repo):
     assert vendored.stat().st_size <= 2_000_000
     license_text = (vendored.parent / "LICENSE.md").read_text()
     assert "CC BY-SA 4.0" in license_text and "Rajpurkar" in license_text and "EMNLP 2016" in license_text
+    # the default config runs on it offline; the other real-text configs name the official URL
+    default = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    assert default["corpora"]["squad"]["squad"]["source"] == "resources/squad/squad1.1-dev-36-articles.json.gz"
     for name in ("squad.yaml", "attribution-squad.yaml"):
         cfg = yaml.safe_load((repo / "config" / name).read_text())
-        assert cfg["corpora"]["squad"]["squad"]["source"] == "resources/squad/squad1.1-dev-36-articles.json.gz"
+        assert cfg["corpora"]["squad"]["squad"]["source"] == "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json"
     data = squad_to_dpr(vendored, split={"train": 0.7, "dev": 0.05, "test": 0.25})
     titles = {p.title for p in data.passages}
     assert len(titles) == 36
     n = len(data.train) + len(data.dev) + len(data.test)
     assert 7500 < n <= 8001  # 8,001 questions; a few are dropped where no answer is located
+
+
+def test_a_url_source_is_downloaded_once_and_pinned_in_the_lock_file(tmp_path, repo):
+    """config/squad.yaml names the official URL: prepare_squad.py downloads it (here from
+    127.0.0.1), records its sha256 in the downloads' lock file, and refuses a changed file later."""
+    from dcsr.httpserve import serve
+
+    site = tmp_path / "site"
+    site.mkdir()
+    write_json(site / "dev-v1.1.json", articles(4))
+    lock, dl = tmp_path / "downloads" / "downloads.lock.json", tmp_path / "dl"
+
+    def run(url, out):
+        cmd = [sys.executable, str(repo / "workflow" / "scripts" / "prepare_squad.py"), "--source", url,
+               "--download-dir", str(dl), "--lock", str(lock), "--passage-words", "5", "--train", "2", "--dev", "1",
+               "--test", "1", "--test-out", str(tmp_path / out)]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    with serve(site) as base:
+        ok = run(f"{base}/dev-v1.1.json", "q1.csv")
+        assert ok.returncode == 0, ok.stderr
+        entry = json.loads(lock.read_text())["dev-v1.1.json"]
+        assert entry["url"] == f"{base}/dev-v1.1.json" and entry["size"] == (site / "dev-v1.1.json").stat().st_size
+        assert len(entry["sha256"]) == 64 and entry["verified"] is True
+        # the published file changes: the kept download no longer matches what the lock pinned
+        (dl / "dev-v1.1.json").unlink()
+        write_json(site / "dev-v1.1.json", articles(5))
+        bad = run(f"{base}/dev-v1.1.json", "q2.csv")
+    assert bad.returncode == 2 and "sha256" in bad.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "q2.csv").exists()
+
+
+def test_no_file_of_the_project_needs_the_shared_folder(repo):
+    """A user's clone has no shared folder beside it: nothing tracked may point there."""
+    needles = ("/".join(["..", "shared"]), "/".join(["/work", "shared"]))  # spelled so, this file is clean
+    files = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
+    offenders = []
+    for name in files:
+        path = repo / name
+        if not path.is_file() or path.suffix in (".gz", ".png", ".npy", ".faiss"):
+            continue
+        text = path.read_text(errors="replace")
+        if any(n in text for n in needles):
+            offenders.append(name)
+    assert offenders == [], offenders

@@ -58,3 +58,18 @@ def test_make_table_script_fills_cells_and_paper_numbers(repo, tmp_path):
     assert rows[("DPR 0.1M", "trivia (trivia-small)", "top20")]["paper"] == ""
     assert not any(k[0] == "NQ only" and k[1] == "trivia" for k in rows)
     assert "| DPR 0.1M | nq (nq-small) | 7 | 1.0 | 28.0 | 25.5 |" in out_md.read_text()
+
+
+def test_sentence_level_rows_show_their_hasans_temperature(tmp_path):
+    from dcsr.tables import Row, write_retrieval_table
+
+    rows = [Row("DPR", "t", {"questions": 10, "top1": 40.0}),
+            Row("DCSR", "t", {"questions": 10, "hasans_temperature": 4.0, "top1": 50.0})]
+    write_retrieval_table(rows, ["top1"], {}, tmp_path / "t.csv", tmp_path / "t.md", title="T")
+    md = (tmp_path / "t.md").read_text()
+    assert "| Retriever | Test set | Questions | Top-1 | HasAns T |" in md
+    assert "| DPR | t | 10 | 40.0 | – |" in md and "| DCSR | t | 10 | 50.0 | 4 |" in md
+    assert (tmp_path / "t.csv").read_text().splitlines()[2].endswith(",10,4.0")
+    # without sentence-level rows the column is left out
+    write_retrieval_table(rows[:1], ["top1"], {}, tmp_path / "u.csv", tmp_path / "u.md", title="U")
+    assert "HasAns" not in (tmp_path / "u.md").read_text()

@@ -5,7 +5,9 @@ A claim compares two retrievers on one test set at one metric and expects the se
 comparison is paired: the difference of top-k answer recall (points), a 95% bootstrap
 interval over questions (``scipy.stats.bootstrap``, paired, percentile, seeded), and the exact
 sign test on the questions only one of them answers (McNemar's exact test,
-``scipy.stats.binomtest``). The verdict: **holds** when the interval lies above 0 and
+``scipy.stats.binomtest``). A model trained with several seeds (``seeds: n``) enters as each
+question's outcome averaged over its runs (seed k against seed k), so the interval and the
+test count questions, not runs; the difference of every seed's pair is reported beside it. The verdict: **holds** when the interval lies above 0 and
 p < 0.05; **does not hold** when it lies below 0 and p < 0.05 (the opposite is significant);
 else **inconclusive at this scale**.
 """
@@ -65,7 +67,9 @@ class Comparison:
 
 
 def compare_paired(baseline: Sequence[bool], method: Sequence[bool], seed: int = 0) -> Comparison:
-    """The paired comparison of two 0/1 outcome vectors over the same questions."""
+    """The paired comparison of two outcome vectors over the same questions: 0/1 per question,
+    or a question's mean over several training runs. The sign test counts the questions on
+    which each side does better."""
     from scipy import stats
 
     a = np.asarray(baseline, dtype=float)
@@ -79,41 +83,75 @@ def compare_paired(baseline: Sequence[bool], method: Sequence[bool], seed: int =
         res = stats.bootstrap((diff,), np.mean, n_resamples=RESAMPLES, confidence_level=0.95,
                               method="percentile", rng=np.random.default_rng(seed))
         low, high = 100 * float(res.confidence_interval.low), 100 * float(res.confidence_interval.high)
-    only_a, only_b = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
+    only_a, only_b = int(np.sum(diff < 0)), int(np.sum(diff > 0))
     p = float(stats.binomtest(only_b, only_a + only_b, 0.5).pvalue) if only_a + only_b else 1.0
     return Comparison(len(a), 100 * float(a.mean()), 100 * float(b.mean()), 100 * float(diff.mean()),
                       low, high, only_a, only_b, p)
 
 
+def _outcomes(runs: Sequence[str | os.PathLike], k: int, first) -> tuple[list[int], np.ndarray]:
+    """``(qids, [runs, questions] 0/1)`` of one side's runs, all over the same questions."""
+    per_run = [hits_at(r, k) for r in runs]
+    for r, h in zip(runs, per_run):
+        if h.keys() != per_run[0].keys():
+            raise InputError(str(r), f"answers other questions than {first} ({len(h)} against "
+                                     f"{len(per_run[0])}): the runs are not paired")
+    qids = sorted(per_run[0])
+    return qids, np.array([[h[q] for q in qids] for h in per_run], dtype=float)
+
+
 def compare_runs(baseline_jsonl, method_jsonl, k: int, seed: int = 0) -> Comparison:
-    a, b = hits_at(baseline_jsonl, k), hits_at(method_jsonl, k)
-    if a.keys() != b.keys():
-        raise InputError(str(method_jsonl), f"answers other questions than {baseline_jsonl} "
-                                            f"({len(b)} against {len(a)}): the two runs are not paired")
-    qids = sorted(a)
-    return compare_paired([a[q] for q in qids], [b[q] for q in qids], seed)
+    """One run against one run; or, given lists, several training runs of each side (seed k of
+    one side against seed k of the other; a side with one run is repeated), compared on each
+    question's mean outcome."""
+    base = [baseline_jsonl] if isinstance(baseline_jsonl, (str, os.PathLike)) else list(baseline_jsonl)
+    meth = [method_jsonl] if isinstance(method_jsonl, (str, os.PathLike)) else list(method_jsonl)
+    qa, a = _outcomes(base, k, base[0])
+    qb, b = _outcomes(meth, k, base[0])
+    if qa != qb:
+        raise InputError(str(meth[0]), f"answers other questions than {base[0]} "
+                                       f"({len(qb)} against {len(qa)}): the two runs are not paired")
+    return compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+
+
+def seed_differences(baseline_runs: Sequence, method_runs: Sequence, k: int) -> list[float]:
+    """The difference (points) of seed k's pair for every k (a side with one run is repeated)."""
+    n = max(len(baseline_runs), len(method_runs))
+    out = []
+    for i in range(n):
+        b = baseline_runs[i] if len(baseline_runs) > 1 else baseline_runs[0]
+        m = method_runs[i] if len(method_runs) > 1 else method_runs[0]
+        _, a = _outcomes([b], k, b)
+        _, c = _outcomes([m], k, b)
+        out.append(100 * float(c.mean() - a.mean()))
+    return out
 
 
 FIELDS = ["claim", "paper", "test_set", "metric", "baseline", "method", "questions", "baseline_value",
           "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "seeds",
-          "verdict"]
+          "seed_differences", "seed_sd", "verdict"]
 
 
 def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict]:
     """One row per claim: ``claims`` items carry ``claim``, ``paper``, ``test_set``, ``metric``
-    (``top20``), ``baseline``/``method`` labels and ``baseline_run``/``method_run`` (the runs'
-    per-question results)."""
+    (``top20``), ``baseline``/``method`` labels and ``baseline_runs``/``method_runs`` (the
+    per-question results of each training seed's run; ``baseline_run``/``method_run`` for one)."""
     rows = []
     for c in claims:
         k = int(str(c["metric"]).removeprefix("top"))
-        r = compare_runs(c["baseline_run"], c["method_run"], k, seed)
+        base = list(c.get("baseline_runs") or [c["baseline_run"]])
+        meth = list(c.get("method_runs") or [c["method_run"]])
+        r = compare_runs(base, meth, k, seed)
+        diffs = seed_differences(base, meth, k)
         rows.append({
             "claim": c["claim"], "paper": c.get("paper", ""), "test_set": c["test_set"], "metric": c["metric"],
             "baseline": c["baseline"], "method": c["method"], "questions": r.questions,
             "baseline_value": round(r.baseline, 2), "method_value": round(r.method, 2),
             "difference": round(r.difference, 2), "ci_low": round(r.low, 2), "ci_high": round(r.high, 2),
             "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
-            "seeds": 1, "verdict": r.verdict,
+            "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
+            "seed_sd": round(float(np.std(diffs, ddof=1)), 2) if len(diffs) > 1 else "",
+            "verdict": r.verdict,
         })
     return rows
 
@@ -128,15 +166,23 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
              "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
              f"({RESAMPLES} resamples) and the exact sign test on the questions only one of them answers "
              "(p). Verdict: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else "
-             "inconclusive at this scale. One training seed per model.", "",
+             "inconclusive at this scale. A model trained with several seeds enters as each question's "
+             "outcome averaged over its runs; the difference of each seed's pair and their standard "
+             "deviation show the spread.", "",
              "| claim | paper | test set | metric | first | second | questions | first / second | "
-             "difference [95% CI] | only first / only second | p | seeds | verdict |",
-             "|---|---|---|---|---|---|---:|---|---|---|---:|---:|---|"]
+             "difference [95% CI] | only first / only second | p | seeds (difference by seed; sd) | verdict |",
+             "|---|---|---|---|---|---|---:|---|---|---|---:|---|---|"]
     for r in rows:
         lines.append(f"| {r['claim']} | {r['paper']} | {r['test_set']} | {r['metric']} | {r['baseline']} | "
                      f"{r['method']} | {r['questions']} | {r['baseline_value']:.1f} / {r['method_value']:.1f} | "
                      f"{r['difference']:+.1f} [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}] | "
-                     f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {r['seeds']} | "
+                     f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {_seeds_cell(r)} | "
                      f"**{r['verdict']}** |")
     with atomic_open(md_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
+
+
+def _seeds_cell(row: Mapping[str, Any]) -> str:
+    if int(row["seeds"]) == 1:
+        return "1"
+    return f"{row['seeds']} ({row['seed_differences']}; sd {row['seed_sd']:.1f})"

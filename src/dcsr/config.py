@@ -69,6 +69,24 @@ def variant_settings(cfg: dict) -> dict[str, dict]:
     return out
 
 
+#: The suffix of the dev-question variant of a dataset that ``dcsr.temperature: dev`` searches.
+DEV_VARIANT = ".dev"
+
+
+def temperature_dev_variants(cfg: dict) -> dict[str, dict]:
+    """``{name: dataset}``: with ``dcsr.temperature: dev``, each dataset whose test set is test
+    questions gets a variant ``<dataset>.dev`` whose test set is its dev questions, on which DCSR's
+    HasAns temperature is chosen (a dataset searched with dev questions already keeps T = 1:
+    choosing on them would choose on its test set)."""
+    if cfg.get("dcsr", {}).get("temperature") != "dev":
+        return {}
+    out = {}
+    for name, ds in cfg["datasets"].items():
+        if dataset_questions(cfg, name) == "test" and name + DEV_VARIANT not in cfg["datasets"]:
+            out[name + DEV_VARIANT] = {"like": name, "questions": "dev", "corpus": ds["corpus"]}
+    return out
+
+
 def check_config(cfg: dict) -> None:
     corpora, datasets, models, encoders = cfg["corpora"], cfg["datasets"], cfg["models"], cfg["encoders"]
     for name, encoder in encoders.items():
@@ -290,3 +308,34 @@ def corpus_shards(cfg: dict, corpus: str) -> int:
     if per_shard and size:
         return max(1, -(-size // int(per_shard)))
     return int(cfg["embed"]["shards"])
+
+
+def seed_name(model: str, k: int) -> str:
+    """The name of training run ``k`` (1-based) of a model with ``seeds: n``: the model itself
+    for k = 1, ``<model>.seed<k>`` for the others."""
+    return model if k == 1 else f"{model}.seed{k}"
+
+
+def seed_replicas(cfg: dict) -> dict[str, dict]:
+    """The extra training runs of models with ``seeds: n`` (n > 1): ``<model>.seed<k>`` for
+    k = 2..n, the same model trained with ``train.seed`` + k - 1 (the order of questions, the
+    negatives drawn and dropout all follow it). A name already taken is an error."""
+    out = {}
+    for name, m in cfg["models"].items():
+        n = int(m.get("seeds", 1))
+        if n > 1 and "train_on" not in m:
+            raise InputError(_key("models", name, "seeds"), "an untrained model has nothing to seed: seeds needs train_on")
+        base = (m.get("train") or {}).get("seed", cfg.get("train", {}).get("seed", 12345))
+        for k in range(2, n + 1):
+            replica = seed_name(name, k)
+            if replica in cfg["models"]:
+                raise InputError(_key("models", replica), f"is also the name of {name!r}'s training run {k} (seeds: {n})")
+            out[replica] = {**{key: v for key, v in m.items() if key != "seeds"},
+                            "train": {**(m.get("train") or {}), "seed": int(base) + k - 1}}
+    return out
+
+
+def model_seeds(cfg: dict, model: str) -> list[str]:
+    """A model's training runs (itself first), from its ``seeds`` (1 when not given)."""
+    m = cfg["models"].get(model, {})
+    return [seed_name(model, k) for k in range(1, int(m.get("seeds", 1)) + 1)]

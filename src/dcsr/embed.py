@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from .formats import iter_passages, iter_qas
 from .fsutil import atomic_path
+from .precision import autocast, resolve
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def encode_texts(
     max_length: int,
     batch_size: int,
     device: torch.device,
-    amp: bool = False,
+    precision: str = "fp32",
     progress: bool = True,
     desc: str = "encode",
 ) -> np.ndarray:
@@ -87,7 +88,8 @@ def encode_texts(
 
     ``side`` is ``"passage"`` (title/text pairs through the passage encoder),
     ``"question"`` (the question encoder) or ``"marked_question"`` (DCSR's question input
-    ``[CLS] <sent> question [SEP]``, pooled at the marker).
+    ``[CLS] <sent> question [SEP]``, pooled at the marker). ``precision`` is a resolved
+    compute precision (:func:`dcsr.precision.resolve`): fp32, bf16 or fp16 autocast.
     """
     n = len(texts)
     if n == 0:
@@ -114,7 +116,7 @@ def encode_texts(
         else:
             batch = tokenizer.pad([{k: enc[k][i] for k in keys} for i in rows.tolist()], return_tensors="pt")
         batch = {k: v.to(device) for k, v in batch.items()}
-        with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=amp and device.type == "cuda"):
+        with autocast(precision, device.type):
             vecs = model.encode_passages(**batch) if side == "passage" else model.encode_questions(**batch)
         vecs = vecs.float().cpu().numpy()
         if out is None:
@@ -136,7 +138,7 @@ def encode_sentence_passages(
     max_sentences: int,
     batch_size: int,
     device: torch.device,
-    amp: bool = False,
+    precision: str = "fp32",
     progress: bool = True,
     desc: str = "encode sentences",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -164,7 +166,7 @@ def encode_sentence_passages(
         if rows:
             batch = collate_encoded_passages([encoded[r] for r in rows], None, tokenizer.pad_token_id)
             batch = {k: v.to(device) for k, v in batch.items()}
-            with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=amp and device.type == "cuda"):
+            with autocast(precision, device.type):
                 vecs = model.encode_passages(**batch).float().cpu().numpy()  # by row in batch, then sentence
             at = 0
             for r in rows:
@@ -186,14 +188,17 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
             np.save(fh, array)
 
 
-def _load_for_inference(model_dir, device: str):
-    """``(device, tokenizer, BiEncoder in eval mode, meta)`` of a saved bi-encoder."""
+def _load_for_inference(model_dir, device: str, precision: str = "fp32"):
+    """``(device, tokenizer, BiEncoder in eval mode, meta, resolved precision)`` of a saved
+    bi-encoder; the precision chosen is logged."""
     from .model import load_biencoder
 
     dev = pick_device(device)
+    resolved = resolve(precision, dev.type)
     tokenizer, model, meta = load_biencoder(model_dir, device=str(dev))
     model.eval()
-    return dev, tokenizer, model, meta
+    log.info("compute precision %s (embed.precision: %s, device %s)", resolved, precision, dev)
+    return dev, tokenizer, model, meta, resolved
 
 
 def embed_corpus_shard(
@@ -210,14 +215,16 @@ def embed_corpus_shard(
     progress: bool = True,
     sentences: str | os.PathLike | None = None,
     out_sentences: str | os.PathLike | None = None,
+    precision: str = "fp32",
 ) -> dict:
     """Encode one corpus shard with the passage encoder of ``model_dir``; returns stats.
 
     A DCSR model encodes one vector per sentence, with the sentence spans of the sentence
     table ``sentences`` (passages missing from it, or every passage when it is None, are
     split on the fly with the default splitter). ``out_sentences`` receives the sentence
-    number of every vector (-1 for DPR's whole-passage vectors)."""
-    dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
+    number of every vector (-1 for DPR's whole-passage vectors). ``fp16`` is the stored dtype;
+    ``precision`` the compute precision (:mod:`dcsr.precision`; ``auto`` may pick bf16)."""
+    dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
     max_length = max_length or int(meta.get("passage_max_length", 256))
     ids, titles, texts = shard_passages(corpus_tsv, shard, num_shards)
     log.info("shard %d/%d: %d passages, device %s, method %s", shard, num_shards, len(ids), dev,
@@ -233,12 +240,12 @@ def embed_corpus_shard(
         spans_list = [table[i] if i in table else split_sentences(t) for i, t in zip(ids, texts)]
         max_sentences = int(meta.get("settings", {}).get("max_sentences", 10))
         vecs, rows, sent_no = encode_sentence_passages(model, tokenizer, titles, texts, spans_list, max_length,
-                                                       max_sentences, batch_size, dev, amp=fp16, progress=progress,
+                                                       max_sentences, batch_size, dev, precision=precision, progress=progress,
                                                        desc=f"embed shard {shard}")
         vec_ids = np.asarray(ids, dtype=np.int64)[rows] if len(rows) else np.zeros(0, dtype=np.int64)
     else:
         vecs = encode_texts(model, tokenizer, texts, titles, "passage", max_length, batch_size, dev,
-                            amp=fp16, progress=progress, desc=f"embed shard {shard}")
+                            precision=precision, progress=progress, desc=f"embed shard {shard}")
         vec_ids, sent_no = np.asarray(ids, dtype=np.int64), np.full(len(ids), -1, dtype=np.int64)
     if len(vec_ids) == 0:
         vecs = np.zeros((0, model.hidden_size), dtype=np.float32)
@@ -247,7 +254,7 @@ def embed_corpus_shard(
     if out_sentences is not None:
         _save_npy(Path(out_sentences), np.asarray(sent_no, dtype=np.int32))
     return {"shard": shard, "passages": len(ids), "vectors": int(len(vec_ids)), "dim": int(vecs.shape[1]),
-            "dtype": "float16" if fp16 else "float32", "method": meta.get("method", "dpr")}
+            "dtype": "float16" if fp16 else "float32", "precision": precision, "method": meta.get("method", "dpr")}
 
 
 def embed_questions(
@@ -258,9 +265,11 @@ def embed_questions(
     max_length: int | None = None,
     device: str = "auto",
     progress: bool = True,
+    precision: str = "fp32",
 ) -> dict:
     """Encode questions with the question encoder of ``model_dir`` into ``out_vectors``."""
-    return embed_question_sets(model_dir, [(questions, out_vectors)], batch_size, max_length, device, progress)[0]
+    return embed_question_sets(model_dir, [(questions, out_vectors)], batch_size, max_length, device, progress,
+                               precision)[0]
 
 
 def embed_question_sets(
@@ -270,16 +279,17 @@ def embed_question_sets(
     max_length: int | None = None,
     device: str = "auto",
     progress: bool = True,
+    precision: str = "fp32",
 ) -> list[dict]:
     """Encode several question sets ``[(questions, out_vectors), ...]`` with the question
     encoder of ``model_dir``, loading it once. Returns one stats dict per set."""
-    dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
+    dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
     max_length = max_length or int(meta.get("question_max_length", 256))
     side = "marked_question" if is_sentence_level(meta) else "question"
     stats = []
     for questions, out_vectors in sets:
         vecs = encode_texts(model, tokenizer, list(questions), None, side, max_length, batch_size, dev,
-                            progress=progress, desc=f"embed questions ({Path(out_vectors).name})")
+                            precision=precision, progress=progress, desc=f"embed questions ({Path(out_vectors).name})")
         _save_npy(Path(out_vectors), vecs)
         stats.append({"questions": len(questions), "dim": int(vecs.shape[1]) if len(questions) else 0,
                       "vectors": str(out_vectors)})

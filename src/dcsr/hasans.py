@@ -139,3 +139,58 @@ def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature:
     pids, hasans = hasans_topk(scores, ids, temperature, k_passages)
     hasans = np.where(pids >= 0, hasans, -np.inf)
     return hasans, pids
+
+
+#: The temperatures :func:`choose_temperature` tries: powers of 2 around the paper's T = 1.
+TEMPERATURE_GRID = tuple(2.0 ** e for e in range(-4, 7))
+
+
+def choose_temperature(shard_npzs: Sequence[str], qas_path: str, corpus: str, ks: Sequence[int] = (1, 5, 20, 100),
+                       match_type: str = "string", grid: Sequence[float] = TEMPERATURE_GRID,
+                       k_passages: int = 100) -> dict:
+    """The HasAns temperature that ranks a set of *dev* questions best, from their sentence hits.
+
+    For every ``T`` of ``grid``, the passages are ranked by HasAns at ``T``
+    (:func:`merge_sentence_hits`) and scored by DPR's top-k answer recall; the criterion is
+    the mean over ``ks``, ties going to the ``T`` closest to 1 (the paper's setting, on a log
+    scale). Answer matching is done once per retrieved (question, passage). Returns
+    ``{"temperature", "criterion", "grid": {T: {"top1": ..., ..., "mean": ...}}, "questions"}``.
+    """
+    from .answers import PassageMatcher
+    from .evaluate import first_hit_ranks, topk_recall
+    from .formats import iter_qas
+    from .index import merge_shard_hits
+    from .passage_store import load_passages
+
+    qas = list(iter_qas(qas_path))
+    depth = 0
+    for path in shard_npzs:
+        with np.load(path) as z:
+            depth = max(depth, int(z["ids"].shape[1]))
+    scores, ids = merge_shard_hits(shard_npzs, depth)
+    if len(ids) != len(qas):
+        raise InputError(str(shard_npzs[0]), f"holds hits of {len(ids)} questions, {qas_path} has {len(qas)}")
+    scores = np.where(ids >= 0, scores, 0.0)
+    texts = load_passages(corpus, {int(p) for p in np.unique(ids) if p >= 0})
+    matcher = PassageMatcher(match_type)
+    answered: dict[tuple[int, int], bool] = {}
+    results = {}
+    for t in grid:
+        pids, _ = hasans_topk(scores, ids, t, k_passages)
+        flags = []
+        for q, row in enumerate(pids):
+            line = []
+            for pid in row[: max(ks)]:
+                pid = int(pid)
+                if pid < 0:
+                    break
+                if (q, pid) not in answered:
+                    answered[q, pid] = matcher(qas[q].answers, pid, texts[pid].text)
+                line.append(answered[q, pid])
+            flags.append(line)
+        recall = topk_recall(first_hit_ranks(flags), ks)
+        results[t] = {**recall, "mean": sum(recall.values()) / len(recall)}
+    best = max(grid, key=lambda t: (round(results[t]["mean"], 9), -abs(math.log2(t))))
+    return {"temperature": best, "criterion": f"mean of top-{'/'.join(str(k) for k in ks)} answer recall on "
+                                             f"{len(qas)} dev questions",
+            "questions": len(qas), "grid": {f"{t:g}": r for t, r in results.items()}}

@@ -306,7 +306,7 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
     wheres: list[str] = []
     questions, answers, positive_ids, positive_texts = training_questions(train_json, wheres=wheres)
     nq = len(questions)
-    dev, tokenizer, model, meta = _load_for_inference(model_dir, device)
+    dev, tokenizer, model, meta, _ = _load_for_inference(model_dir, device)
     sentence_level = is_sentence_level(meta)
     log.info("%s: %d questions; miner %s (%s), %d shards, depth %d", train_json, nq, model_dir,
              meta.get("method", "dpr"), len(shards), depth)

@@ -45,13 +45,15 @@ class Setting:
 
     def allowed(self) -> str:
         """The allowed values in words (for the docs and messages)."""
-        if self.choices is not None:
+        if self.choices is not None and self.low is None and self.high is None:
             return ", ".join(str(c) for c in self.choices)
         parts = []
         if self.low is not None:
             parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
         if self.high is not None:
             parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        if self.choices is not None:  # a word or a number in range (temperature: dev or > 0)
+            return ", ".join(str(c) for c in self.choices) + " or " + " and ".join(parts)
         return " and ".join(parts)
 
 
@@ -60,6 +62,7 @@ def _s(types, default, help, **kw) -> Setting:
 
 
 POOLINGS = ("auto", "cls", "mean")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AMP = ("auto", "bf16", "fp16", "off")
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
@@ -103,6 +106,7 @@ TRAIN: dict[str, Setting] = {
     "val_av_rank_hard_neg": _s(int, 30, "hard negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_other_neg": _s(int, 30, "other negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_max_qs": _s(int, 10000, "dev questions for the average rank (DPR: 10000)", low=0),
+    "val_max_qs": _s((int, _NONE), None, "validate on the first N dev questions only (null: all, as DPR)", low=1),
     "val_av_rank_start_epoch": _s(int, 30, "first epoch (0-based) whose validation also computes the average "
                                            "rank; earlier ones the NLL only (DPR: 30); the last always does", low=0),
 }
@@ -134,8 +138,9 @@ SECTIONS: dict[str, dict[str, Setting]] = {
     "train": {**TRAIN, **LAUNCH},
     "dcsr": {
         **DCSR_TRAIN,
-        "temperature": _s((float, int), 1.0, "softmax temperature of score normalization (official: 1)",
-                          low=0, low_open=True),
+        "temperature": _s((float, int, str), 1.0, "softmax temperature of HasAns score normalization (official: 1); "
+                                                  "dev: chosen per run on the dev questions of the test set's dataset",
+                          choices=("dev",), low=0, low_open=True),
         "sentences_per_passage": _s((float, int, _NONE), None, "k of the top 100 x k sentences "
                                                                "(null: the corpus mean)", low=0, low_open=True),
     },
@@ -158,6 +163,9 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                                      "corpus size is known (null: use shards)", low=1),
         "batch_size": _s(int, 64, "passages per encoder batch", low=1),
         "fp16": _s(bool, False, "store vectors as float16"),
+        "precision": _s(str, "auto", "compute precision of the encoders: auto (bf16 on a CUDA GPU that has it, else fp16; "
+                                     "bf16 on a CPU with AMX; else fp32), fp32, bf16, fp16 (CUDA only)",
+                        choices=PRECISIONS),
         "gpus": _s(int, 0, "GPUs requested per embedding job", low=0),
     },
     "index": {
@@ -200,8 +208,10 @@ def check_value(spec: Setting, value: Any, where: str) -> Any:
         for i, v in enumerate(value):
             check_value(Setting((spec.item,), None, "", low=spec.low, high=spec.high), v, f"{where}[{i}]")
         return list(value)
-    if spec.choices is not None and value not in spec.choices:
-        bad(f"expected one of {spec.allowed()}, found {value!r}")
+    # with a range as well (temperature: dev or a number), the choices are the strings allowed
+    ranged = spec.low is not None or spec.high is not None
+    if spec.choices is not None and (not ranged or isinstance(value, str)) and value not in spec.choices:
+        bad(f"must be {spec.allowed()}, found {value!r}" if ranged else f"expected one of {spec.allowed()}, found {value!r}")
     if value is None or isinstance(value, (str, bool)):
         return value
     if spec.low is not None and (value < spec.low or (spec.low_open and value == spec.low)):

@@ -105,7 +105,7 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     sources = {}
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions"])
+        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions", "hasans_temperature"])
         for r in rows:
             for m in metrics:
                 pv = paper_value(paper, r.paper_ref, m)
@@ -115,14 +115,21 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                     sources[(r.paper_ref["table"], r.paper_ref["row"], r.paper_ref["dataset"])] = src
                 ours = r.metrics.get(m)
                 w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
-                            "" if pv is None else pv, src, r.metrics.get("questions", "")])
+                            "" if pv is None else pv, src, r.metrics.get("questions", ""),
+                            r.metrics.get("hasans_temperature", "")])
     paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
+    # DCSR rows rank passages by HasAns: which softmax temperature each used
+    temperatures = any("hasans_temperature" in r.metrics for r in rows)
     head = ["Retriever", "Test set", "Questions"] + [m.replace("top", "Top-") for m in metrics]
     head += [f"paper {m.replace('top', 'Top-')}" for m in paper_metrics]
+    head += ["HasAns T"] if temperatures else []
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.label, r.test_set, _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
         cells += [_fmt(paper_value(paper, r.paper_ref, m)) for m in paper_metrics]
+        if temperatures:
+            t = r.metrics.get("hasans_temperature")
+            cells.append("–" if t is None else f"{t:g}")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if sources:
@@ -131,6 +138,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
             lines.append(f"- {src}")
     else:
         lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
+    if temperatures:
+        lines.append("- HasAns T: the softmax temperature of DCSR's score normalization for sentence-level rows "
+                     "(1: the paper's; with `dcsr.temperature: dev`, chosen per run on the dev questions of the "
+                     "test set's dataset).")
     for n in notes:
         lines.append(f"- {n}")
     with atomic_open(out_md, "w", encoding="utf-8") as fh:

@@ -319,6 +319,8 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
              average_rank: bool = True) -> dict:
     """DPR's two validations on the dev set, plus the DCSR paper's in-batch accuracy.
 
+    Both read the first ``val_max_qs`` dev questions (all when null, as DPR).
+
     - ``nll_loss`` / ``accuracy`` (DPR's ``validate_nll``; DCSR Appendix A): dev batches of
       ``dev_batch_size * world_size`` questions built as training batches but unshuffled
       (first positive, first hard negatives); mean batch loss, and the fraction of
@@ -339,7 +341,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     s = builder.settings
     was_training = model.training
     model.eval()
-    n = len(dev_records)
+    n = len(dev_records) if s["val_max_qs"] is None else min(len(dev_records), s["val_max_qs"])
     global_bs = s["dev_batch_size"] * ctx.world
     n_rank = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
     bar = None

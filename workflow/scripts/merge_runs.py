@@ -3,6 +3,7 @@ with DPR's matching rules). DCSR (``--hasans``): the hits are sentences; all sha
 sentences are merged exactly, softmax-normalised and turned into a passage ranking by HasAns
 (Section 3.3), of which the top k passages are kept."""
 import argparse
+import json
 import logging
 
 from dcsr.cli import script
@@ -20,6 +21,8 @@ def main():
     ap.add_argument("--tag", default="dense")
     ap.add_argument("--hasans", action="store_true", help="DCSR: sentence hits -> passages by HasAns")
     ap.add_argument("--temperature", type=float, default=1.0, help="DCSR: softmax temperature (official: 1)")
+    ap.add_argument("--temperature-file", default=None, help="DCSR: the temperature chosen on dev questions "
+                                                              "(choose_temperature.py's JSON); overrides --temperature")
     ap.add_argument("--questions", help="DPR qas TSV of the run's questions (to score the run)")
     ap.add_argument("--corpus", help="DPR passage TSV or its passage store directory (to score the run)")
     ap.add_argument("--metrics", help="write the run's top-k answer recall here (JSON)")
@@ -29,9 +32,18 @@ def main():
     a = ap.parse_args()
     if a.metrics and not (a.questions and a.corpus):
         ap.error("--metrics needs --questions and --corpus")
+    if a.temperature_file:
+        from dcsr.errors import InputError
+
+        try:
+            with open(a.temperature_file, encoding="utf-8") as fh:
+                a.temperature = float(json.load(fh)["temperature"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(a.temperature_file, f"cannot read the chosen temperature: {e}")
     if a.hasans:
         from dcsr.hasans import merge_sentence_hits
 
+        logging.info("HasAns temperature %g%s", a.temperature, " (chosen on dev)" if a.temperature_file else "")
         scores, ids = merge_sentence_hits(a.shards, a.k, a.temperature)
     else:
         scores, ids = merge_shard_hits(a.shards, a.k)
@@ -39,7 +51,9 @@ def main():
     logging.info("merged %d shards, %d questions", len(a.shards), len(ids))
     if a.metrics:
         ks = [int(k) for k in a.ks.split(",")]
-        evaluate_run(a.output, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match)
+        extra = {"hasans_temperature": a.temperature} if a.hasans else {}
+        evaluate_run(a.output, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match,
+                     extra=extra)
 
 
 if __name__ == "__main__":

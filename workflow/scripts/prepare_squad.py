@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--source", required=True, help="SQuAD v1.1 JSON: a local path or an http(s) URL")
     ap.add_argument("--download-dir", default=".", help="where a URL is downloaded to (kept, and reused)")
     ap.add_argument("--sha256", help="expected sha256 of the source file")
+    ap.add_argument("--lock", help="the downloads' lock file: a URL's size and sha256 are recorded there at first "
+                                   "download and checked on every later use")
     # Unset options take the converter's own defaults (dcsr.squad), defined there once.
     ap.add_argument("--passage-words", type=int, default=DEFAULT_PASSAGE_WORDS)
     for s in ("train", "dev", "test"):
@@ -49,7 +51,7 @@ def main():
     if not any(outs.values()):
         raise InputError("arguments", "give at least one of --corpus-out, --train-out, --dev-out, --test-out")
     name = Path(urlparse(a.source).path).name or "squad.json"
-    path = fetch(a.source, Path(a.download_dir) / name, sha256=a.sha256)
+    path = fetch(a.source, Path(a.download_dir) / name, sha256=a.sha256, lock=a.lock)
     data = squad_to_dpr(path, passage_words=a.passage_words, seed=a.seed,
                         split={"train": a.train, "dev": a.dev, "test": a.test},
                         articles=parse_article_range(a.articles) if a.articles else None)

@@ -1,0 +1,48 @@
+"""Compute precision: what `embed.precision` resolves to, and that bf16 vectors agree with fp32."""
+
+import numpy as np
+import pytest
+import torch
+
+from dcsr import precision
+from dcsr.errors import InputError
+
+
+def test_amx_is_read_from_the_cpu_flags(tmp_path):
+    amx, avx = tmp_path / "amx", tmp_path / "avx"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_bf16 amx_tile\n")
+    avx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n")
+    assert precision.cpu_has_amx_bf16(str(amx)) is True
+    assert precision.cpu_has_amx_bf16(str(avx)) is False  # AVX-512 BF16 alone (AMD Zen 4): keep fp32
+    assert precision.cpu_has_amx_bf16(str(tmp_path / "missing")) is False
+
+
+@pytest.mark.parametrize("amx, expected", [(True, "bf16"), (False, "fp32")])
+def test_auto_is_bf16_only_on_cpus_with_amx(monkeypatch, amx, expected):
+    monkeypatch.setattr(precision, "cpu_has_amx_bf16", lambda: amx)
+    assert precision.resolve("auto", "cpu") == expected
+    assert precision.resolve("fp32", "cpu") == "fp32" and precision.resolve("bf16", "cpu") == "bf16"
+
+
+def test_fp16_on_a_cpu_and_unknown_values_are_errors():
+    with pytest.raises(InputError, match="embed.precision: fp16 compute needs a CUDA device"):
+        precision.resolve("fp16", "cpu")
+    with pytest.raises(InputError, match="unknown precision 'half'; expected one of auto, fp32, bf16, fp16"):
+        precision.resolve("half", "cpu")
+
+
+def test_bf16_vectors_agree_with_fp32(tiny_bert):
+    from dcsr.embed import encode_texts
+    from dcsr.model import build_biencoder
+
+    tok, model = build_biencoder(str(tiny_bert))
+    model.eval()
+    texts = ["the river flows north through the city", "a short one", "who wrote it and when was it written"]
+    fp32 = encode_texts(model, tok, texts, ["t"] * 3, "passage", 32, 2, torch.device("cpu"), precision="fp32",
+                        progress=False)
+    bf16 = encode_texts(model, tok, texts, ["t"] * 3, "passage", 32, 2, torch.device("cpu"), precision="bf16",
+                        progress=False)
+    assert bf16.dtype == np.float32 and bf16.shape == fp32.shape
+    assert not np.array_equal(bf16, fp32)  # it did compute in bf16
+    cos = (fp32 * bf16).sum(1) / (np.linalg.norm(fp32, axis=1) * np.linalg.norm(bf16, axis=1))
+    assert cos.min() > 0.99
