@@ -41,13 +41,20 @@ def test_lint_has_no_findings(repo, tmp_path):
 
 
 def test_dry_run_lists_every_stage(repo, tmp_path):
+    """The default config (real text: the vendored SQuAD subset) plans every stage, from the
+    SQuAD JSON to the tables, the matrix, the ledger and the dev choice of HasAns's temperature."""
     r = snakemake(repo, tmp_path, "-n", "--quiet", "rules")
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout + r.stderr
-    for rule in ["generate_corpus", "generate_dataset", "index_bm25", "mine_bm25_negatives", "search_bm25",
+    for rule in ["prepare_squad", "prepare_squad_dataset", "index_bm25", "mine_bm25_negatives", "search_bm25",
                  "export_encoder", "train_biencoder", "embed_shard", "embed_questions", "index_shard",
-                 "search_shard", "merge_runs", "evaluate_topk", "make_table"]:
+                 "search_shard", "merge_runs", "choose_temperature", "evaluate_topk", "make_table",
+                 "collect_pair_matrix", "claims_ledger"]:
         assert rule in out, f"{rule} missing from the dry run:\n{out}"
+    # the generated data stays a named config
+    r = snakemake(repo, tmp_path, "-n", "--quiet", "rules", "--configfile", str(repo / "config" / "generated.yaml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "generate_corpus" in r.stdout + r.stderr and "generate_dataset" in r.stdout + r.stderr
 
 
 def test_config_type_error_names_the_key(repo, tmp_path):

@@ -95,7 +95,8 @@ TRAIN: dict[str, Setting] = {
                                            "sentence-transformers' scale; 1, the dot product, otherwise)",
                 low=0, low_open=True),
     "seed": _s(int, 12345, "seed of order, negatives, dropout"),
-    "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; off on CPU), bf16, fp16, off",
+    "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX, else off), "
+                           "bf16, fp16, off",
               choices=AMP),
     "checkpoint_every_steps": _s(int, 0, "also checkpoint every N steps (0: at each epoch end only)", low=0),
     "max_steps": _s(int, 0, "stop after N steps (0: no cap); the schedule decays to the cap", low=0),

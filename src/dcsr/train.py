@@ -404,8 +404,10 @@ def _amp_dtype(setting: str, device: torch.device):
     if setting == "off":
         return None, False
     if setting == "auto":
-        if device.type != "cuda":
-            return None, False
+        if device.type != "cuda":  # bf16 on a CPU with AMX (dcsr.precision), else fp32
+            from .precision import cpu_has_amx_bf16
+
+            return (torch.bfloat16, False) if device.type == "cpu" and cpu_has_amx_bf16() else (None, False)
         return (torch.bfloat16, False) if torch.cuda.is_bf16_supported() else (torch.float16, True)
     if setting == "fp16":
         if device.type != "cuda":
@@ -499,11 +501,13 @@ STALE = "stale"
 
 
 def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: Path, init: str,
-                inputs: Mapping[str, str], world: int) -> dict:
+                inputs: Mapping[str, str], world: int, compute: str | None = None) -> dict:
     """Everything that determines the model a run becomes: the method, every setting but
     :data:`~dcsr.settings.NOT_IN_FINGERPRINT` (the batch as the global batch, which is what
     the loss sees), the content of the training and dev sets and of ``inputs`` (DCSR's
-    sentence table), and the initial checkpoint. A checkpoint resumes only on an exact match."""
+    sentence table), the initial checkpoint, and ``compute``, the precision that ``amp`` resolved
+    to on this machine (``auto`` is bf16 on a CPU with AMX, fp32 on one without). A checkpoint
+    resumes only on an exact match."""
     settings = {k: v for k, v in s.items() if k not in NOT_IN_FINGERPRINT + ("batch_size", "dev_batch_size")}
     return {
         "method": method,
@@ -513,6 +517,7 @@ def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: P
         "dev data": file_identity(dev_json),
         **{name: file_identity(path) for name, path in sorted(inputs.items())},
         "init": init_identity(init),
+        **({"compute": compute} if compute is not None else {}),
     }
 
 
@@ -583,8 +588,9 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     last = _recover_last(checkpoint_dir) if ctx.main else None
     # JSON-normalised, as it is compared with the one stored beside the checkpoint
+    compute = str(_amp_dtype(s["amp"], ctx.device)[0] or torch.float32).removeprefix("torch.")
     identity = json.loads(json.dumps(fingerprint(s, builder.method, train_json, dev_json, init,
-                                                 builder_cls.input_files(), ctx.world))) if ctx.main else None
+                                                 builder_cls.input_files(), ctx.world, compute))) if ctx.main else None
     if last is not None:
         try:
             old = json.loads((last / FINGERPRINT_FILE).read_text(encoding="utf-8"))
