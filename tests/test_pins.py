@@ -83,7 +83,26 @@ def test_the_script_prints_every_cell_and_exits_1_naming_the_moved_one(pins, tmp
 
 def test_the_project_pins_file_has_both_runs(repo):
     pins = yaml.safe_load((repo / "config" / "pins.yaml").read_text())
-    for run in ("ci", "demo"):
+    for run in ("ci", "demo-bf16", "demo-fp32"):
         entry = load_pins(repo / "config" / "pins.yaml", run)
         assert entry["cells"] and entry["questions"] and entry["why"]
         assert pins[run]["tolerance"] < 100 / max(entry["questions"].values())  # below one question
+
+
+def test_by_precision_checks_the_pins_of_what_auto_means_on_this_cpu(tmp_path, repo):
+    from dcsr.precision import resolve
+
+    table = _table(tmp_path / "t.csv", ROWS)
+    base = {"table": "t", "tolerance": 0.5, "questions": {}, "cells": {}}
+    for row, test_set, metric, ours, _questions in ROWS:
+        base["cells"].setdefault(row, {}).setdefault(test_set, {})[metric] = float(ours)
+    wrong = {**base, "cells": {row: {ts: {m: v + 10 for m, v in ms.items()} for ts, ms in sets.items()}
+                               for row, sets in base["cells"].items()}}
+    here = resolve("auto", "cpu")
+    other = "fp32" if here == "bf16" else "bf16"
+    (tmp_path / "pins.yaml").write_text(yaml.safe_dump({f"demo-{here}": base, f"demo-{other}": wrong}))
+    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "check_pins.py"), "--pins",
+                        str(tmp_path / "pins.yaml"), "--run", "demo", "--by-precision", "--table", str(table)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"regression pins of 'demo-{here}'" in r.stdout

@@ -1,7 +1,7 @@
 """Check a finished run's table against its regression pins (config/pins.yaml), printing
 expected against actual for every cell; exit 1 naming each cell outside its tolerance.
 
-    python workflow/scripts/check_pins.py --run demo --table results/tables/dpr_dcsr.csv
+    python workflow/scripts/check_pins.py --run demo --by-precision --table results/tables/dpr_dcsr.csv
     python workflow/scripts/check_pins.py --run demo --table ... --update --why "what moved it and why"
 """
 import argparse
@@ -18,9 +18,15 @@ def main():
     ap.add_argument("--pins", default=str(Path(__file__).resolve().parents[2] / "config" / "pins.yaml"))
     ap.add_argument("--run", required=True, help="the pinned run: ci or demo")
     ap.add_argument("--table", required=True, help="the run's table CSV (results/tables/<table>.csv)")
+    ap.add_argument("--by-precision", action="store_true",
+                    help="the run's pins for what precision auto means on this CPU: <run>-bf16 (AMX) or <run>-fp32")
     ap.add_argument("--update", action="store_true", help="re-pin the run to this table (with --why)")
     ap.add_argument("--why", help="with --update: why the pinned numbers move (kept in the file)")
     a = ap.parse_args()
+    if a.by_precision:  # the default config computes in bf16 on CPUs with AMX: other numbers than fp32
+        from dcsr.precision import resolve
+
+        a.run = f"{a.run}-{resolve('auto', 'cpu')}"
     if a.update:
         if not a.why:
             ap.error("--update needs --why: say in the pins file why the numbers move")
