@@ -99,6 +99,10 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     # the DPR row's columns are the in-domain models (Single): its trivia cell is dpr-trivia's run
     trivia_dpr = json.loads((results / "metrics" / "demo" / "dpr-trivia" / "dpr-trivia" / "trivia.json").read_text())
     assert got[("DPR", "trivia", "top5")] == pytest.approx(trivia_dpr["top5"], abs=0.005)
+    # a DCSR run records the HasAns temperature it ranked with (the config's 1.0), and the table shows it
+    dcsr_run = json.loads((results / "metrics" / "demo" / "dcsr" / "dcsr" / "encyclopedia.json").read_text())
+    assert dcsr_run["hasans_temperature"] == 1.0 and "hasans_temperature" not in trivia_dpr
+    assert "| HasAns T |" in (results / "tables" / "dpr_dcsr.md").read_text()
     # every rule wrote a log, and the trained models have the documented layout
     for model, method in (("dpr", "dpr"), ("dcsr", "dcsr")):
         assert (results / "logs" / "train_biencoder" / f"{model}.log").stat().st_size > 0

@@ -41,11 +41,11 @@ def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> 
 
 def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
                  out_metrics: str | os.PathLike, out_questions: str | os.PathLike | None = None,
-                 ks: Sequence[int] = DEFAULT_KS, match_type: str = "string", extra: dict | None = None) -> dict:
+                 ks: Sequence[int] = DEFAULT_KS, match_type: str = "string", about: dict | None = None) -> dict:
     """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics.
 
     ``corpus_tsv`` is the DPR passage TSV, or its passage store directory
-    (:mod:`dcsr.passage_store`), from which only the retrieved passages are read. ``extra``
+    (:mod:`dcsr.passage_store`), from which only the retrieved passages are read. ``about``
     goes into the metrics as it is (how the run was made, e.g. its HasAns temperature)."""
     qas = list(iter_qas(qas_path))
     run = read_trec(run_trec)
@@ -72,7 +72,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         hits = run.get(q, [])[:depth]
         flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
     ranks = first_hit_ranks(flags)
-    metrics = {"questions": len(qas), "match": match_type, **(extra or {}), **topk_recall(ranks, ks)}
+    metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
     with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
         json.dump(metrics, fh, indent=2)
         fh.write("\n")

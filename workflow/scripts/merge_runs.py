@@ -51,9 +51,9 @@ def main():
     logging.info("merged %d shards, %d questions", len(a.shards), len(ids))
     if a.metrics:
         ks = [int(k) for k in a.ks.split(",")]
-        extra = {"hasans_temperature": a.temperature} if a.hasans else {}
+        about = {"hasans_temperature": a.temperature} if a.hasans else {}
         evaluate_run(a.output, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match,
-                     extra=extra)
+                     about=about)
 
 
 if __name__ == "__main__":
