@@ -395,3 +395,23 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
         spec = json.loads(command(script).split("--spec '")[1].split("' --paper")[0])
         assert [row["label"] for row in spec["rows"]] == ["encyclopedia", "trivia", "chat"]
     assert "validation-encyclopedia+trivia+chat.png" in command("plot_validation.py", "dpr-multi", "dcsr-multi")
+
+
+def test_seeds_and_the_dev_temperature_plan_their_jobs(repo, tmp_path):
+    """models.<m>.seeds: 3 trains m three times and the ledger reads every seed's run;
+    dcsr.temperature: dev adds one choose_temperature job per DCSR run on a test set, each
+    fed by a search of that test set's dev questions, and the merge of the test run reads it."""
+    base = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "generated.yaml"))
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"models": {"dpr": {"seeds": 3}}, "dcsr": {"temperature": "dev"}}))
+    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "generated.yaml"), str(over))
+    assert counts["train_biencoder"] == base["train_biencoder"] + 2
+    assert base.get("choose_temperature", 0) == 0 and counts["choose_temperature"] > 0
+    assert counts["make_dev_questions"] >= 1
+    r = snakemake(repo, tmp_path, "-n", "-p", "--configfile", str(repo / "config" / "generated.yaml"), str(over))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "results/models/dpr.seed3" in out and "results/metrics/demo/dpr.seed2/dpr.seed2/encyclopedia.questions.jsonl" in out
+    merge = out[out.index("results/runs/demo/dcsr/dcsr/encyclopedia.trec --k"):]
+    assert "--temperature-file results/temperature/demo/dcsr/dcsr/encyclopedia.json" in merge.split("\n")[0]
+    assert "results/hits/demo/dcsr/shard-0/dcsr/encyclopedia.dev.npz" in out
