@@ -1,5 +1,8 @@
 import json
 
+import pytest
+
+from dcsr.errors import InputError
 from dcsr.evaluate import evaluate_run, first_hit_ranks, topk_recall
 from dcsr.formats import QA, Passage, write_corpus, write_qas
 from dcsr.runs import write_trec
@@ -25,3 +28,16 @@ def test_evaluate_run_end_to_end(tmp_path):
     assert json.loads((tmp_path / "m.json").read_text()) == m
     per = [json.loads(l) for l in (tmp_path / "per.jsonl").read_text().splitlines()]
     assert [p["first_hit"] for p in per] == [2, 1, None]
+
+
+def test_one_parser_reads_a_run_as_hits_and_as_arrays(tmp_path):
+    from dcsr.runs import read_trec, run_arrays, write_trec
+
+    write_trec(tmp_path / "r.trec", {0: [(7, 2.5), (3, 1.0)], 1: [], 2: [(9, 0.5)]}, tag="t")
+    assert read_trec(tmp_path / "r.trec") == {0: [(7, 2.5), (3, 1.0)], 1: [], 2: [(9, 0.5)]}
+    pids, scores = run_arrays(tmp_path / "r.trec", n_questions=3, depth=1)
+    assert pids.tolist() == [[7], [-1], [9]] and scores.tolist() == [[2.5], [0.0], [0.5]]
+    (tmp_path / "bad.trec").write_text("0 Q0 7 1 2.5 t\n0 Q0 x 2 1.0 t\n")
+    for reader in (read_trec, lambda p: run_arrays(p, 1, 5)):
+        with pytest.raises(InputError, match=r"bad.trec:2: qid, docid and rank must be integers"):
+            reader(tmp_path / "bad.trec")

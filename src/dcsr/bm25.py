@@ -37,6 +37,7 @@ from .errors import InputError
 from .formats import iter_passages, output_folder
 from .fsutil import atomic_path
 from .mining import select_negatives, training_questions, write_mined_negatives
+from .runs import run_arrays
 from .runs import read_trec
 
 log = logging.getLogger(__name__)
@@ -321,25 +322,6 @@ def search(index_dir: str | os.PathLike, queries: list[str], k: int = 100, threa
 # --------------------------------------------------------------------------- hard negatives
 
 
-def _read_run_arrays(run_path: Path, n_questions: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """A TREC run as ``pids [n, depth]`` (-1 padded) and ``scores [n, depth]``, streamed."""
-    pids = np.full((n_questions, depth), -1, dtype=np.int64)
-    scores = np.zeros((n_questions, depth), dtype=np.float32)
-    with open(run_path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            parts = line.split()
-            if not parts or parts[0].startswith("#"):
-                continue
-            try:
-                qid, pid, rank, score = int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
-            except (ValueError, IndexError):
-                raise InputError(f"{run_path}:{line_no}", "expected 'qid Q0 docid rank score tag'")
-            if 0 <= qid < n_questions and 1 <= rank <= depth:
-                pids[qid, rank - 1] = pid
-                scores[qid, rank - 1] = score
-    return pids, scores
-
-
 def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.PathLike,
                         index_dir: str | os.PathLike, out_json: str | os.PathLike, n_negatives: int = 30,
                         depth: int = 100, threads: int = 1, match_type: str = "string",
@@ -375,7 +357,7 @@ def mine_hard_negatives(train_json: str | os.PathLike, corpus_tsv: str | os.Path
             run_path = Path(tmp) / "bm25.trec"
             search_to_run(index_dir, ((q, questions[q]) for q in range(nq) if mine[q]), run_path,
                           k=depth, threads=threads, k1=k1, b=b, memory=memory)
-            pids, scores = _read_run_arrays(run_path, nq, depth)
+            pids, scores = run_arrays(run_path, nq, depth)
 
         # One pass over the corpus, holding only the texts of currently selected passages (and
         # checking that every positive passage_id is in the corpus).

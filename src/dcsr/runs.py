@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from .errors import InputError, at
 from .formats import not_utf8
@@ -38,17 +38,17 @@ def write_trec(path: str | os.PathLike, run: Mapping[int, Hits] | Iterable[tuple
                 fh.write(f"{qid} Q0 {pid} {rank} {float(score):.6f} {tag}\n")
 
 
-def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
-    """Read a TREC run; hits of each question come back best first (``# no hits`` questions
-    with an empty list)."""
-    run: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
+def iter_trec(path: str | os.PathLike) -> Iterator[tuple[int, int | None, int, float]]:
+    """The lines of a TREC run, streamed, as ``(qid, pid, rank, score)``; a ``# no hits: QID``
+    line as ``(qid, None, 0, 0.0)``. The one parser of the format: a malformed line is an
+    :class:`InputError` naming the file and line."""
     try:
         with open(path, encoding="utf-8") as fh:
             for line_no, line in enumerate(fh, start=1):
                 if line.lstrip().startswith("#"):
                     m = _NO_HITS_RE.fullmatch(line.strip())
                     if m:
-                        run[int(m.group(1))]  # noqa: B018 - present, without hits
+                        yield int(m.group(1)), None, 0, 0.0
                     continue
                 parts = line.split()
                 if not parts:
@@ -56,10 +56,35 @@ def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
                 if len(parts) != 6:
                     raise InputError(at(path, line_no), f"expected 6 fields: qid Q0 docid rank score tag, found {len(parts)}")
                 try:
-                    qid, pid, rank, score = int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
+                    yield int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
                 except ValueError:
                     raise InputError(at(path, line_no), "qid, docid and rank must be integers, score a number")
-                run[qid].append((rank, pid, score))
     except UnicodeDecodeError:
         raise not_utf8(path) from None
+
+
+def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
+    """Read a TREC run; hits of each question come back best first (``# no hits`` questions
+    with an empty list)."""
+    run: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
+    for qid, pid, rank, score in iter_trec(path):
+        if pid is None:
+            run[qid]  # noqa: B018 - present, without hits
+        else:
+            run[qid].append((rank, pid, score))
     return {q: [(pid, s) for _, pid, s in sorted(hits)] for q, hits in run.items()}
+
+
+def run_arrays(path: str | os.PathLike, n_questions: int, depth: int):
+    """A TREC run as NumPy arrays ``(pids [n, depth] int64, -1 padded; scores [n, depth]
+    float32)``, streamed (no per-hit Python objects: a mining run of 10^5 questions x 100 hits
+    stays small). Questions outside ``0..n-1`` and ranks beyond ``depth`` are left out."""
+    import numpy as np
+
+    pids = np.full((n_questions, depth), -1, dtype=np.int64)
+    scores = np.zeros((n_questions, depth), dtype=np.float32)
+    for qid, pid, rank, score in iter_trec(path):
+        if pid is not None and 0 <= qid < n_questions and 1 <= rank <= depth:
+            pids[qid, rank - 1] = pid
+            scores[qid, rank - 1] = score
+    return pids, scores
