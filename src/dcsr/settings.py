@@ -4,7 +4,8 @@ The config sections ``train``, ``dcsr``, ``bm25``, ``mining``, ``embed``, ``inde
 ``search`` and ``evaluate`` (and a model's own ``train:``) are checked against these
 definitions when Snakemake builds the DAG (``rules/common.smk``), and the training code
 fills its defaults and checks its ``--settings`` from the same table
-(:func:`dcsr.train.validate_settings`). Nothing here imports torch.
+(:func:`dcsr.train.validate_settings`). Nothing here imports torch. :func:`reference` is the
+settings part of config/README.md (``python -m dcsr.config_docs > config/README.md``).
 
 An unknown key, a wrong type or a value out of range is an :class:`~dcsr.errors.InputError`
 naming the key where it sits (``config: models.dcsr.train.poolng``) and, for an unknown key,
@@ -309,15 +310,16 @@ _INTRO = {
 
 
 def reference() -> str:
-    """docs/settings.md: every section's table (``python -m dcsr.settings > docs/settings.md``)."""
-    parts = ["# Settings", "",
-             "Generated from `src/dcsr/settings.py` (`python -m dcsr.settings > docs/settings.md`), the one "
+    """Every section's table: the settings part of config/README.md (``python -m dcsr.settings``
+    prints it alone; ``python -m dcsr.config_docs > config/README.md`` writes the whole file)."""
+    parts = ["## Settings", "",
+             "Generated from `src/dcsr/settings.py` (`python -m dcsr.settings` prints this part alone), the one "
              "definition that `snakemake` checks the config against before the first job and that the training "
              "code fills its defaults from. An unknown key or a bad value fails `snakemake -n` naming the key "
              "(and the closest valid one).", ""]
     for section in ("train", "train_dcsr", "dcsr", "bm25", "mining", "embed", "index", "search", "evaluate"):
         title = "DCSR keys of `train:`" if section == "train_dcsr" else f"`{section}:`"
-        parts += [f"## {title}", "", _INTRO[section], "", markdown_table(section), ""]
+        parts += [f"### {title}", "", _INTRO[section], "", markdown_table(section), ""]
     return "\n".join(parts)
 
 
