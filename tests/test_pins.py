@@ -106,3 +106,41 @@ def test_by_precision_checks_the_pins_of_what_auto_means_on_this_cpu(tmp_path, r
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"regression pins of 'demo-{here}'" in r.stdout
+
+
+def test_pins_of_this_kind_of_cpu_are_strict_and_otherwise_any_variant_may_match(tmp_path):
+    from dcsr.pins import check_variants
+
+    table = _table(tmp_path / "t.csv", ROWS)
+    cells = {}
+    for row, test_set, metric, ours, _questions in ROWS:
+        cells.setdefault(row, {}).setdefault(test_set, {})[metric] = float(ours)
+    moved = {row: {ts: {m: v + 5 for m, v in ms.items()} for ts, ms in sets.items()} for row, sets in cells.items()}
+    entry = {"table": "t", "tolerance": 0.01, "questions": {}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "run": {**entry, "cells": moved},                                   # pinned on a machine of old
+        "run@b": {**entry, "machine": "B/AVX2", "cells": cells}}))
+    # on machine B the B pins decide (and they match)
+    assert check_variants(tmp_path / "p.yaml", "run", table, machine="B/AVX2")[0] == "run@b"
+    # on an unknown machine any variant may match: here run@b does
+    name, got, problems, same = check_variants(tmp_path / "p.yaml", "run", table, machine="C/AVX512")
+    assert (name, same) == ("run@b", False) and all(c.ok for c in got)
+    # on machine A, pinned with other numbers, the run fails against A's pins only
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump({
+        "run": {**entry, "machine": "A/AVX512", "cells": moved}, "run@b": {**entry, "machine": "B/AVX2", "cells": cells}}))
+    name, got, _, same = check_variants(tmp_path / "q.yaml", "run", table, machine="A/AVX512")
+    assert (name, same) == ("run", True) and not any(c.ok for c in got)
+
+
+def test_the_script_does_not_fail_on_another_kind_of_cpu_than_the_pins_were_made_on(tmp_path, repo):
+    moved = [r if r[:3] != ("BM25", "trivia", "top5") else (*r[:3], "60.00", r[4]) for r in ROWS]
+    cells = {}
+    for row, test_set, metric, ours, _questions in ROWS:
+        cells.setdefault(row, {}).setdefault(test_set, {})[metric] = float(ours)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"run": {"table": "t", "tolerance": 0.01, "questions": {},
+                                                             "machine": "NoSuchVendor/NONE", "cells": cells}}))
+    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "check_pins.py"), "--pins",
+                        str(tmp_path / "p.yaml"), "--run", "run", "--table", str(_table(tmp_path / "m.csv", moved))],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "made on another kind of CPU than this one" in r.stderr
+    assert "<-- outside" in r.stdout  # the moved cell is still shown

@@ -46,6 +46,58 @@ def load_pins(path: str | os.PathLike, name: str) -> dict:
     return entry
 
 
+def machine_key() -> str:
+    """The CPU's vendor and the SIMD level torch runs its kernels at (``GenuineIntel/AVX512``,
+    ``AuthenticAMD/AVX2``). fp32 results are deterministic on one kind of CPU, but MKL and ATen
+    take other code paths on another, and a tiny model's near-ties may then flip: pins record the
+    machine they were made on (``machine:``)."""
+    vendor = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        level = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001 - no torch, no level: the key still names the vendor
+        level = "unknown"
+    return f"{vendor}/{level}"
+
+
+def variants(path: str | os.PathLike, name: str) -> dict[str, dict]:
+    """The pinned variants of run ``name``: the entry ``name`` and every ``name@<machine>``
+    entry (the same run pinned on another kind of CPU), in file order."""
+    pins = strict_load(Path(path))
+    found = {k: load_pins(path, k) for k in (pins or {}) if k == name or str(k).startswith(name + "@")}
+    if not found:
+        load_pins(path, name)  # the error naming the runs there are
+    return found
+
+
+def check_variants(path: str | os.PathLike, name: str, table_csv: str | os.PathLike,
+                   machine: str | None = None) -> tuple[str, list[Cell], list[str], bool]:
+    """Compare a table with the pins of run ``name`` made on this kind of machine, if there are
+    such (``machine:`` equal to :func:`machine_key`); otherwise with every variant, passing if
+    one matches. Returns ``(variant compared, cells, problems, same machine)``."""
+    machine = machine or machine_key()
+    found = variants(path, name)
+    same = [k for k, e in found.items() if e.get("machine") == machine]
+    if same:
+        cells, problems = compare(found[same[0]], table_csv)
+        return same[0], cells, problems, True
+    results = {k: compare(e, table_csv) for k, e in found.items()}
+    for k, (cells, problems) in results.items():
+        if not failures(cells, problems):
+            return k, cells, problems, False
+    first = next(iter(results))
+    return first, *results[first], False
+
+
 def read_table(path: str | os.PathLike) -> tuple[dict, dict]:
     """``({(row, test_set, metric): value}, {test_set: questions})`` of a table CSV."""
     values, questions = {}, {}
