@@ -569,16 +569,11 @@ def hasans_args(wc, input):
 def temperature_inputs(wc):
     if (wc.corpus, wc.qmodel, wc.pmodel, wc.dataset + DEV_VARIANT) not in dense_runs():
         raise WorkflowError(f"no dev run to choose the temperature of {wc.qmodel} x {wc.pmodel} on {wc.dataset}")
-    return {
-        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
-        "questions": dataset_file(wc.dataset + DEV_VARIANT, "test"),
-        **store_inputs(wc),
-    }
+    return run_inputs(wc, wc.dataset + DEV_VARIANT)
 
 
 def temperature_hit_files(wc, input):
-    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(qmodel=wc.qmodel, dataset=wc.dataset + DEV_VARIANT)))
-                    for d in input.hits)
+    return hit_files(wc, input, wc.dataset + DEV_VARIANT)
 
 
 def searches_of(corpus, pmodel):
@@ -632,14 +627,20 @@ def merge_inputs(wc):
             f"the run {wc.qmodel} x {wc.pmodel} on {wc.dataset} ({wc.corpus}) is in no table and no attribution "
             "pair of the config: add it to a table's rows (config key tables) to have it searched"
         )
-    inputs = {
-        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
-        "questions": dataset_file(wc.dataset, "test"),
-        **store_inputs(wc),
-    }
+    inputs = run_inputs(wc, wc.dataset)
     if temperature_on_dev(wc.pmodel, wc.dataset):
         inputs["temperature"] = TEMPERATURE.format(**wc)
     return inputs
+
+
+def run_inputs(wc, dataset):
+    """What a merge of ``wc.pmodel``'s shard hits for ``dataset``'s questions reads: every shard's
+    hits, the questions, and the passage store to score them."""
+    return {
+        "hits": [SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards(wc.corpus)],
+        "questions": dataset_file(dataset, "test"),
+        **store_inputs(wc),
+    }
 
 
 def store_inputs(wc):
@@ -649,7 +650,13 @@ def store_inputs(wc):
 
 
 def merge_hit_files(wc, input):
-    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(**wc))) for d in input.hits)
+    return hit_files(wc, input, wc.dataset)
+
+
+def hit_files(wc, input, dataset):
+    """The per-shard hit files of question encoder ``wc.qmodel`` on ``dataset``'s questions."""
+    return " ".join(shlex.quote(str(Path(d) / SHARD_HITS_IN_DIR.format(qmodel=wc.qmodel, dataset=dataset)))
+                    for d in input.hits)
 
 
 def negatives_miners():

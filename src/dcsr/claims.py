@@ -100,10 +100,9 @@ def _outcomes(runs: Sequence[str | os.PathLike], k: int, first) -> tuple[list[in
     return qids, np.array([[h[q] for q in qids] for h in per_run], dtype=float)
 
 
-def compare_runs(baseline_jsonl, method_jsonl, k: int, seed: int = 0) -> Comparison:
-    """One run against one run; or, given lists, several training runs of each side (seed k of
-    one side against seed k of the other; a side with one run is repeated), compared on each
-    question's mean outcome."""
+def paired_outcomes(baseline_jsonl, method_jsonl, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([baseline runs, questions], [method runs, questions])`` 0/1 at top-``k``, from one
+    run or a list of runs (training seeds) per side, all over the same questions."""
     base = [baseline_jsonl] if isinstance(baseline_jsonl, (str, os.PathLike)) else list(baseline_jsonl)
     meth = [method_jsonl] if isinstance(method_jsonl, (str, os.PathLike)) else list(method_jsonl)
     qa, a = _outcomes(base, k, base[0])
@@ -111,20 +110,23 @@ def compare_runs(baseline_jsonl, method_jsonl, k: int, seed: int = 0) -> Compari
     if qa != qb:
         raise InputError(str(meth[0]), f"answers other questions than {base[0]} "
                                        f"({len(qb)} against {len(qa)}): the two runs are not paired")
+    return a, b
+
+
+def compare_runs(baseline_jsonl, method_jsonl, k: int, seed: int = 0) -> Comparison:
+    """One run against one run; or, given lists, several training runs of each side (seed k of
+    one side against seed k of the other; a side with one run is repeated), compared on each
+    question's mean outcome."""
+    a, b = paired_outcomes(baseline_jsonl, method_jsonl, k)
     return compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
 
 
-def seed_differences(baseline_runs: Sequence, method_runs: Sequence, k: int) -> list[float]:
-    """The difference (points) of seed k's pair for every k (a side with one run is repeated)."""
-    n = max(len(baseline_runs), len(method_runs))
-    out = []
-    for i in range(n):
-        b = baseline_runs[i] if len(baseline_runs) > 1 else baseline_runs[0]
-        m = method_runs[i] if len(method_runs) > 1 else method_runs[0]
-        _, a = _outcomes([b], k, b)
-        _, c = _outcomes([m], k, b)
-        out.append(100 * float(c.mean() - a.mean()))
-    return out
+def seed_differences(baseline: np.ndarray, method: np.ndarray) -> list[float]:
+    """The difference (points) of seed k's pair for every k, from :func:`paired_outcomes`'
+    ``[runs, questions]`` outcomes (a side with one run is repeated)."""
+    n = max(len(baseline), len(method))
+    return [100 * float(method[i if len(method) > 1 else 0].mean() - baseline[i if len(baseline) > 1 else 0].mean())
+            for i in range(n)]
 
 
 FIELDS = ["claim", "paper", "test_set", "metric", "baseline", "method", "questions", "baseline_value",
@@ -141,8 +143,9 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
         k = int(str(c["metric"]).removeprefix("top"))
         base = list(c.get("baseline_runs") or [c["baseline_run"]])
         meth = list(c.get("method_runs") or [c["method_run"]])
-        r = compare_runs(base, meth, k, seed)
-        diffs = seed_differences(base, meth, k)
+        a, b = paired_outcomes(base, meth, k)
+        r = compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+        diffs = seed_differences(a, b)
         rows.append({
             "claim": c["claim"], "paper": c.get("paper", ""), "test_set": c["test_set"], "metric": c["metric"],
             "baseline": c["baseline"], "method": c["method"], "questions": r.questions,

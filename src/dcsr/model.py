@@ -56,7 +56,7 @@ class BiEncoder(torch.nn.Module):
     """
 
     def __init__(self, question_model: torch.nn.Module, passage_model: torch.nn.Module,
-                 pooling: str = "cls", normalize: bool = False, scale: float = 1.0):
+                 pooling: str = "cls", normalize: bool = False, scale: float = 1.0, source: str | None = None):
         super().__init__()
         if pooling not in POOLINGS or pooling == "auto":
             raise InputError("pooling", f"unknown pooling {pooling!r}; expected cls or mean "
@@ -68,6 +68,7 @@ class BiEncoder(torch.nn.Module):
         self.pooling = pooling
         self.normalize = bool(normalize)
         self.scale = float(scale)
+        self.similarity_source = source  # where pooling and similarity came from (family_similarity)
 
     @property
     def similarity(self) -> dict:
@@ -341,10 +342,8 @@ def build_biencoder(init: str, pooling: str = TRAIN["pooling"].default, dropout:
              f"{sim['scale']:g} x cosine" if sim["normalize"] else
              ("dot product" if sim["scale"] == 1 else f"{sim['scale']:g} x dot product"), sim["source"])
     tokenizer = load_tokenizer(init)
-    model = BiEncoder(load_encoder(init, dropout), load_encoder(init, dropout), sim["pooling"],
-                      sim["normalize"], sim["scale"])
-    model.similarity_source = sim["source"]
-    return tokenizer, model
+    return tokenizer, BiEncoder(load_encoder(init, dropout), load_encoder(init, dropout), sim["pooling"],
+                                sim["normalize"], sim["scale"], sim["source"])
 
 
 def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
@@ -357,8 +356,8 @@ def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, met
             encoder.save_pretrained(out_dir / sub)
             tokenizer.save_pretrained(out_dir / sub)
     full = {"format_version": FORMAT_VERSION, **model.similarity, **dict(meta)}
-    if getattr(model, "similarity_source", None) and "similarity_source" not in full:
-        full["similarity_source"] = model.similarity_source
+    if model.similarity_source:
+        full.setdefault("similarity_source", model.similarity_source)
     with open(out_dir / META_FILE, "w", encoding="utf-8") as fh:
         json.dump(full, fh, indent=1, sort_keys=True)
         fh.write("\n")
@@ -404,8 +403,8 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
     # the format before "pooling" was written had CLS only; before "normalize", the dot product
     model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout), load_encoder(str(path / PASSAGE_DIR), dropout),
-                      meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0))
-    model.similarity_source = meta.get("similarity_source")
+                      meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
+                      meta.get("similarity_source"))
     model.to(device)
     model.eval()
     return tokenizer, model, meta

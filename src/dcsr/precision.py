@@ -18,7 +18,6 @@ from .errors import InputError
 from .settings import PRECISIONS
 
 
-
 @functools.lru_cache(maxsize=1)
 def cpu_has_amx_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this machine's CPU has Intel AMX with bf16 (Linux; False where unknown)."""

@@ -400,20 +400,15 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
 
 
 def _amp_dtype(setting: str, device: torch.device):
-    """``(autocast dtype or None, use GradScaler)`` for the ``amp`` setting."""
-    if setting == "off":
-        return None, False
-    if setting == "auto":
-        if device.type != "cuda":  # bf16 on a CPU with AMX (dcsr.precision), else fp32
-            from .precision import cpu_has_amx_bf16
+    """``(autocast dtype or None, use GradScaler)`` for the ``amp`` setting: what
+    :func:`dcsr.precision.resolve` makes of it (``auto``: bf16 on CUDA that has it, else fp16
+    with a GradScaler; bf16 on a CPU with AMX; else none), ``off`` being fp32."""
+    from .precision import resolve
 
-            return (torch.bfloat16, False) if device.type == "cpu" and cpu_has_amx_bf16() else (None, False)
-        return (torch.bfloat16, False) if torch.cuda.is_bf16_supported() else (torch.float16, True)
-    if setting == "fp16":
-        if device.type != "cuda":
-            raise InputError("settings.amp", "fp16 needs a CUDA device; use 'off' or 'bf16' on CPU")
-        return torch.float16, True
-    return torch.bfloat16, False
+    if setting == "fp16" and device.type != "cuda":
+        raise InputError("settings.amp", "fp16 needs a CUDA device; use 'off' or 'bf16' on CPU")
+    resolved = resolve("fp32" if setting == "off" else setting, device.type, where="settings.amp")
+    return {"fp32": (None, False), "bf16": (torch.bfloat16, False), "fp16": (torch.float16, True)}[resolved]
 
 
 def _autocast(device: torch.device, dtype):
@@ -588,7 +583,8 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     last = _recover_last(checkpoint_dir) if ctx.main else None
     # JSON-normalised, as it is compared with the one stored beside the checkpoint
-    compute = str(_amp_dtype(s["amp"], ctx.device)[0] or torch.float32).removeprefix("torch.")
+    amp_dtype, use_scaler = _amp_dtype(s["amp"], ctx.device)
+    compute = str(amp_dtype or torch.float32).removeprefix("torch.")
     identity = json.loads(json.dumps(fingerprint(s, builder.method, train_json, dev_json, init,
                                                  builder_cls.input_files(), ctx.world, compute))) if ctx.main else None
     if last is not None:
@@ -626,7 +622,6 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
     if s["max_steps"]:
         total_steps = min(total_steps, s["max_steps"])
     warmup = int(round(s["warmup_ratio"] * total_steps)) if s["warmup_ratio"] is not None else s["warmup_steps"]
-    amp_dtype, use_scaler = _amp_dtype(s["amp"], ctx.device)
     model.to(ctx.device)
     model.train()
     torch.manual_seed(s["seed"] + ctx.rank)
