@@ -123,11 +123,9 @@ def sentence_search_depth(k_passages: int, sentence_stats: str | None = None,
     return sentences_to_retrieve(k_passages, avg_sentences_per_passage=sentences_per_passage)
 
 
-def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature: float = 1.0):
-    """DCSR retrieval from per-shard sentence hits (``scores`` / ``ids`` = passage ids, as
-    :func:`dcsr.index.search_shard` writes them): the exact top ``M`` sentences over all shards
-    (``M`` = the per-shard depth), then :func:`hasans_topk`. Returns ``(hasans [Q, k], pids [Q, k])``
-    in the layout of :func:`dcsr.index.merge_shard_hits` (pid -1 / score -inf pad short rows)."""
+def all_sentence_hits(shard_npzs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``M`` sentences over all shards (``M`` = the per-shard depth) as
+    ``(scores [Q, M], passage ids [Q, M])``, padding as pid -1 with score 0."""
     from .index import merge_shard_hits
 
     depth = 0
@@ -135,7 +133,15 @@ def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature:
         with np.load(path) as z:
             depth = max(depth, int(z["ids"].shape[1]))
     scores, ids = merge_shard_hits(shard_npzs, depth)
-    scores = np.where(ids >= 0, scores, 0.0)  # -inf padding is excluded through pid -1
+    return np.where(ids >= 0, scores, 0.0), ids  # -inf padding is excluded through pid -1
+
+
+def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature: float = 1.0):
+    """DCSR retrieval from per-shard sentence hits (``scores`` / ``ids`` = passage ids, as
+    :func:`dcsr.index.search_shard` writes them): the exact top ``M`` sentences over all shards
+    (``M`` = the per-shard depth), then :func:`hasans_topk`. Returns ``(hasans [Q, k], pids [Q, k])``
+    in the layout of :func:`dcsr.index.merge_shard_hits` (pid -1 / score -inf pad short rows)."""
+    scores, ids = all_sentence_hits(shard_npzs)
     pids, hasans = hasans_topk(scores, ids, temperature, k_passages)
     hasans = np.where(pids >= 0, hasans, -np.inf)
     return hasans, pids
@@ -159,18 +165,12 @@ def choose_temperature(shard_npzs: Sequence[str], qas_path: str, corpus: str, ks
     from .answers import PassageMatcher
     from .evaluate import first_hit_ranks, topk_recall
     from .formats import iter_qas
-    from .index import merge_shard_hits
     from .passage_store import load_passages
 
     qas = list(iter_qas(qas_path))
-    depth = 0
-    for path in shard_npzs:
-        with np.load(path) as z:
-            depth = max(depth, int(z["ids"].shape[1]))
-    scores, ids = merge_shard_hits(shard_npzs, depth)
+    scores, ids = all_sentence_hits(shard_npzs)
     if len(ids) != len(qas):
         raise InputError(str(shard_npzs[0]), f"holds hits of {len(ids)} questions, {qas_path} has {len(qas)}")
-    scores = np.where(ids >= 0, scores, 0.0)
     texts = load_passages(corpus, {int(p) for p in np.unique(ids) if p >= 0})
     matcher = PassageMatcher(match_type)
     answered: dict[tuple[int, int], bool] = {}

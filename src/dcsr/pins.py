@@ -36,7 +36,11 @@ class Cell:
 
 
 def load_pins(path: str | os.PathLike, name: str) -> dict:
-    pins = strict_load(Path(path))
+    return _entry(strict_load(Path(path)), path, name)
+
+
+def _entry(pins, path: str | os.PathLike, name: str) -> dict:
+    """Run ``name``'s entry of a loaded pins file, checked for its required keys."""
     if not isinstance(pins, dict) or name not in pins:
         raise InputError(str(path), f"has no pinned run {name!r} ({', '.join(pins or {})})")
     entry = pins[name]
@@ -73,9 +77,9 @@ def variants(path: str | os.PathLike, name: str) -> dict[str, dict]:
     """The pinned variants of run ``name``: the entry ``name`` and every ``name@<machine>``
     entry (the same run pinned on another kind of CPU), in file order."""
     pins = strict_load(Path(path))
-    found = {k: load_pins(path, k) for k in (pins or {}) if k == name or str(k).startswith(name + "@")}
+    found = {k: _entry(pins, path, k) for k in (pins or {}) if k == name or str(k).startswith(name + "@")}
     if not found:
-        load_pins(path, name)  # the error naming the runs there are
+        _entry(pins, path, name)  # the error naming the runs there are
     return found
 
 
