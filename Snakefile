@@ -48,5 +48,5 @@ include: "rules/attribution.smk"
 
 rule all:
     input:
-        final_outputs(),
+        plan.final_outputs(),
     default_target: True

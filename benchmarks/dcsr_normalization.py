@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks_common import emit
-from dcsr.evaluate import evaluate_run
-from dcsr.index import merge_shard_hits, search_shard_many, topk_to_run
-from dcsr.runs import write_trec
-from dcsr.sentence_aware import hasans_topk, sentence_search_depth
+from dcsr.evaluation.metrics import evaluate_run
+from dcsr.retrieval.index import merge_shard_hits, search_shard_many, topk_to_run
+from dcsr.data.runs import write_trec
+from dcsr.retrieval.hasans import hasans_topk, sentence_search_depth
 
 
 def maxp_topk(scores: np.ndarray, pids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

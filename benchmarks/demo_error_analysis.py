@@ -19,7 +19,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from dcsr.synth import DEFAULT_DOMAINS, build_demo
+from dcsr.fixtures.synth import DEFAULT_DOMAINS, build_demo
 from dcsr.yamlutil import strict_load
 
 

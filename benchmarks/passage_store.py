@@ -1,8 +1,8 @@
 """Scoring a run's passages: a streaming pass over the corpus against the passage store (not a test).
 
 ``merge_runs`` and ``evaluate_topk`` need the texts of the passages a run retrieved. Before
-the store they streamed the whole corpus (``dcsr.formats.passage_texts``); now they read them
-by id from the corpus's store (``dcsr.passage_store``), written once per corpus by the rule
+the store they streamed the whole corpus (``dcsr.data.formats.passage_texts``); now they read them
+by id from the corpus's store (``dcsr.data.passage_store``), written once per corpus by the rule
 ``passage_store``. Measured side by side on one synthetic corpus (SQuAD v1.1 dev's 100-word
 passages repeated under fresh ids, ``scale_throughput.synthetic_corpus``), median of
 ``--repeats``: the store's one-off build, the streaming lookup (``.tsv.gz``, as DPR ships the
@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmarks_common import emit, machine  # noqa: E402
 from scale_throughput import load_avg, synthetic_corpus, timed  # noqa: E402
 
-from dcsr.embed import shard_passages  # noqa: E402
-from dcsr.formats import passage_texts  # noqa: E402
-from dcsr.passage_store import PassageStore, build_store  # noqa: E402
+from dcsr.retrieval.embed import shard_passages  # noqa: E402
+from dcsr.data.formats import passage_texts  # noqa: E402
+from dcsr.data.passage_store import PassageStore, build_store  # noqa: E402
 
 
 def main() -> None:

@@ -36,10 +36,10 @@ def main():
 
     from benchmarks_common import emit, machine
 
-    from dcsr.embed import encode_texts
-    from dcsr.formats import iter_passages
-    from dcsr.model import build_biencoder, score, tokenize_passages, tokenize_questions
-    from dcsr.precision import autocast, cpu_has_amx_bf16
+    from dcsr.retrieval.embed import encode_texts
+    from dcsr.data.formats import iter_passages
+    from dcsr.models.biencoder import build_biencoder, score, tokenize_passages, tokenize_questions
+    from dcsr.models.precision import autocast, cpu_has_amx_bf16
 
     passages = list(islice(iter_passages(a.corpus), a.passages))
     titles, texts = [p.title for p in passages], [p.text for p in passages]

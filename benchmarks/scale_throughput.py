@@ -3,13 +3,13 @@
 Measures, on this machine, what a CPU can measure of the full run (each a median of
 ``--repeats`` runs):
 
-(a) streaming a DPR corpus with ``dcsr.formats.iter_passages`` from ``.tsv`` and ``.tsv.gz``
+(a) streaming a DPR corpus with ``dcsr.data.formats.iter_passages`` from ``.tsv`` and ``.tsv.gz``
     (what ``subset_corpus``, ``split_sentences``, every ``embed_shard`` (``shard_passages``) and
     every ``merge_runs`` (``evaluate_run`` -> ``passage_texts``) do with the whole corpus), and
     the host memory one embed job's share of passages takes once held in Python lists;
-(b) sentence splitting as ``split_sentences`` runs it (``dcsr.sentences.split_corpus``:
+(b) sentence splitting as ``split_sentences`` runs it (``dcsr.data.sentences.split_corpus``:
     passages/s, sentences per passage, table bytes per sentence);
-(c) exact FAISS inner-product search on the CPU (``IndexFlatIP`` through ``dcsr.index``, 768-d):
+(c) exact FAISS inner-product search on the CPU (``IndexFlatIP`` through ``dcsr.retrieval.index``, 768-d):
     index build time and peak memory from a float16 ``.npy`` (as ``index_shard`` reads it), and
     queries/s at k = 100 and at DCSR's depth 100 x k;
 (d) bytes on disk per vector: ``.npy`` at fp16 / fp32, the ids and sentence-number files, the
@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from benchmarks_common import emit, machine  # noqa: E402
 
-from dcsr.formats import Passage, iter_passages, passage_sentences, passage_texts, write_corpus  # noqa: E402
+from dcsr.data.formats import Passage, iter_passages, passage_sentences, passage_texts, write_corpus  # noqa: E402
 
 
 def load_avg() -> str:
@@ -83,7 +83,7 @@ def rss_bytes() -> int:
 def synthetic_corpus(squad_json: str, n: int, workdir: Path) -> tuple[Path, Path, int]:
     """Write ``n`` passages (SQuAD's 100-word passages repeated under fresh ids) as .tsv and
     .tsv.gz; return both paths and the number of distinct real passages."""
-    from dcsr.squad import squad_to_dpr
+    from dcsr.data.squad import squad_to_dpr
 
     real = squad_to_dpr(squad_json).passages
     passages = (Passage(i + 1, real[i % len(real)].text, real[i % len(real)].title) for i in range(n))
@@ -104,8 +104,8 @@ def held_passages(path: str) -> dict:
     one shard), plus its sentence spans from the table, as ``embed_corpus_shard`` reads them."""
     import gc
 
-    from dcsr.embed import shard_passages
-    from dcsr.formats import sentence_spans
+    from dcsr.retrieval.embed import shard_passages
+    from dcsr.data.formats import sentence_spans
 
     gc.collect()
     base = rss_bytes()
@@ -127,7 +127,7 @@ def held_passages(path: str) -> dict:
 
 def faiss_build(npy: str, out: str) -> dict:
     """``index_shard`` on a float16 .npy: build time, peak RSS over the vectors' fp32 bytes."""
-    from dcsr.index import index_shard
+    from dcsr.retrieval.index import index_shard
 
     import faiss  # noqa: F401  (imported before the baseline)
 
@@ -144,7 +144,7 @@ def faiss_search(index_path: str, ids_npy: str, queries: int, ks: list[int], rep
     """Load one shard index (as ``search_shard``) and time exact top-k for a batch of queries."""
     import faiss
 
-    from dcsr.index import read_index, search_index
+    from dcsr.retrieval.index import read_index, search_index
 
     t0 = time.perf_counter()
     index = read_index(index_path, use_gpu=False)
@@ -218,7 +218,7 @@ def main() -> None:
     print(f"(a) load {load_avg()}", file=sys.stderr)
 
     # (b) sentence splitting ----------------------------------------------------------------
-    from dcsr.sentences import split_corpus
+    from dcsr.data.sentences import split_corpus
 
     small = work / "split" / "psgs_w100.tsv"
     small.parent.mkdir(exist_ok=True)

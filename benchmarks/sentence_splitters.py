@@ -4,7 +4,7 @@ Input: SQuAD v1.1 dev JSON (real Wikipedia paragraphs with answer spans). Each a
 paragraphs are concatenated and cut into consecutive 100-word passages, as DPR builds
 ``psgs_w100.tsv`` (DCSR splits these broken passages, not the articles: paper, Appendix C).
 
-Measured per splitter, through :func:`dcsr.sentences.split_sentences` (what the pipeline pays):
+Measured per splitter, through :func:`dcsr.data.sentences.split_sentences` (what the pipeline pays):
 
 - passages/s, one process on this machine;
 - sentences per passage, and the fragment rate (sentences of fewer than 3 words);
@@ -38,7 +38,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dcsr.sentences import SPLITTERS, split_sentences, splitter_version
+from dcsr.data.sentences import SPLITTERS, split_sentences, splitter_version
 
 WORDS_PER_PASSAGE = 100
 _WORD = re.compile(r"\S+")
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     lines += [
         "",
-        "Throughput includes `dcsr.sentences.split_sentences`' span normalisation (what the pipeline",
+        "Throughput includes `dcsr.data.sentences.split_sentences`' span normalisation (what the pipeline",
         "pays). Answer-cut rate: share of answer spans with a sentence boundary strictly inside (lower",
         "is better). Paragraph-boundary recall: share of SQuAD paragraph breaks inside a passage that",
         "the splitter marks as a boundary (these are certain sentence ends). Hand-checked: correct",
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         fastest = max(names, key=lambda n: results[n]["rate"])
         lines += [
             "",
-            f"Choice: **{args.chosen}** {c['version']} (the default of `dcsr.sentences.split_sentences`). It makes",
+            f"Choice: **{args.chosen}** {c['version']} (the default of `dcsr.data.sentences.split_sentences`). It makes",
             f"the most correct decisions where the splitters disagree ({c['hand'][0]}/{c['hand'][1]} hand-checked),",
             f"has the highest paragraph-boundary recall ({c['para_recall']:.1%}), agrees with the others' majority",
             f"(F1 {c['agree_f1']:.3f}), and splits {c['rate']:,.0f} passages/s, the whole 21M-passage corpus in",

@@ -36,7 +36,7 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from benchmarks_common import emit, machine  # benchmarks/ is on sys.path when run as a script
 
-    from dcsr.train import train
+    from dcsr.training.loop import train
 
     settings = {"batch_size": a.batch_size, "learning_rate": 5e-5, "epochs": 1, "max_steps": a.steps,
                 "warmup_steps": 1, "passage_max_length": a.passage_max_length,

@@ -7,7 +7,7 @@
 
 rule sample_training_set:
     input:
-        lambda wc: training_file(wc.dataset),
+        lambda wc: plan.training_file(wc.dataset),
     output:
         SAMPLED_TRAIN,
     log:
@@ -17,11 +17,11 @@ rule sample_training_set:
     params:
         script=f"{SCRIPTS}/sample_training_set.py",
         fraction=lambda wc: fraction_of(wc.percent),
-        seed=attribution().get("sweep", {}).get("seed", config["seed"]),
+        seed=plan.attribution().get("sweep", {}).get("seed", config["seed"]),
     threads: 1
     resources:
-        mem_mb=resources_for("sample_training_set", "mem_mb"),
-        runtime=resources_for("sample_training_set", "runtime"),
+        mem_mb=plan.resources_for("sample_training_set", "mem_mb"),
+        runtime=plan.resources_for("sample_training_set", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -32,7 +32,7 @@ rule sample_training_set:
 rule collect_pair_matrix:
     input:
         lambda wc: [
-            METRICS.format(corpus=corpus_of(t), qmodel=q, pmodel=p, dataset=t) for q, p, t in attribution_cells()
+            METRICS.format(corpus=plan.corpus_of(t), qmodel=q, pmodel=p, dataset=t) for q, p, t in plan.attribution_cells()
         ],
     output:
         PAIR_MATRIX,
@@ -43,13 +43,13 @@ rule collect_pair_matrix:
     params:
         script=f"{SCRIPTS}/collect_pair_matrix.py",
         cells=lambda wc: " ".join(
-            f"--cell {q} {p} {t} {shlex.quote(METRICS.format(corpus=corpus_of(t), qmodel=q, pmodel=p, dataset=t))}"
-            for q, p, t in attribution_cells()
+            f"--cell {q} {p} {t} {shlex.quote(METRICS.format(corpus=plan.corpus_of(t), qmodel=q, pmodel=p, dataset=t))}"
+            for q, p, t in plan.attribution_cells()
         ),
     threads: 1
     resources:
-        mem_mb=resources_for("collect_pair_matrix", "mem_mb"),
-        runtime=resources_for("collect_pair_matrix", "runtime"),
+        mem_mb=plan.resources_for("collect_pair_matrix", "mem_mb"),
+        runtime=plan.resources_for("collect_pair_matrix", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -57,7 +57,7 @@ rule collect_pair_matrix:
 
 
 # The report rules share one script (a subcommand each) and the spec built from the config
-# (attribution_spec_arg, in common.smk).
+# (plan.attribution_spec_arg, in common.smk).
 
 rule make_attribution_table2:
     input:
@@ -72,11 +72,11 @@ rule make_attribution_table2:
         bench_path("make_attribution_table2", "table2")
     params:
         script=ATTRIBUTION_REPORT,
-        spec=attribution_spec_arg,
+        spec=plan.attribution_spec_arg,
     threads: 1
     resources:
-        mem_mb=resources_for("make_attribution_table2", "mem_mb"),
-        runtime=resources_for("make_attribution_table2", "runtime"),
+        mem_mb=plan.resources_for("make_attribution_table2", "mem_mb"),
+        runtime=plan.resources_for("make_attribution_table2", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -94,18 +94,18 @@ rule plot_marginalization:
         heatmap_png=report(f"{PAIR_HEATMAP}.png", caption="../workflow/report/figure.rst", category="Figures", subcategory="Attribution"),
         heatmap_csv=f"{PAIR_HEATMAP}.csv",
     wildcard_constraints:
-        family=one_of(list(attribution().get("families", {}))),
+        family=plan.one_of(list(plan.attribution().get("families", {}))),
     log:
         log_path("plot_marginalization", "{family}"),
     benchmark:
         bench_path("plot_marginalization", "{family}")
     params:
         script=ATTRIBUTION_REPORT,
-        spec=attribution_spec_arg,
+        spec=plan.attribution_spec_arg,
     threads: 1
     resources:
-        mem_mb=resources_for("plot_marginalization", "mem_mb"),
-        runtime=resources_for("plot_marginalization", "runtime"),
+        mem_mb=plan.resources_for("plot_marginalization", "mem_mb"),
+        runtime=plan.resources_for("plot_marginalization", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -126,11 +126,11 @@ rule plot_data_efficiency:
         bench_path("plot_data_efficiency", "figure3")
     params:
         script=ATTRIBUTION_REPORT,
-        spec=attribution_spec_arg,
+        spec=plan.attribution_spec_arg,
     threads: 1
     resources:
-        mem_mb=resources_for("plot_data_efficiency", "mem_mb"),
-        runtime=resources_for("plot_data_efficiency", "runtime"),
+        mem_mb=plan.resources_for("plot_data_efficiency", "mem_mb"),
+        runtime=plan.resources_for("plot_data_efficiency", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -151,11 +151,11 @@ rule make_attribution_table4:
         bench_path("make_attribution_table4", "table4")
     params:
         script=ATTRIBUTION_REPORT,
-        spec=attribution_spec_arg,
+        spec=plan.attribution_spec_arg,
     threads: 1
     resources:
-        mem_mb=resources_for("make_attribution_table4", "mem_mb"),
-        runtime=resources_for("make_attribution_table4", "runtime"),
+        mem_mb=plan.resources_for("make_attribution_table4", "mem_mb"),
+        runtime=plan.resources_for("make_attribution_table4", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -175,11 +175,11 @@ rule compare_families:
         bench_path("compare_families", "compare")
     params:
         script=ATTRIBUTION_REPORT,
-        spec=attribution_spec_arg,
+        spec=plan.attribution_spec_arg,
     threads: 1
     resources:
-        mem_mb=resources_for("compare_families", "mem_mb"),
-        runtime=resources_for("compare_families", "runtime"),
+        mem_mb=plan.resources_for("compare_families", "mem_mb"),
+        runtime=plan.resources_for("compare_families", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -189,7 +189,7 @@ rule compare_families:
 
 rule make_coverage_table:
     input:
-        train=lambda wc: [path for _d, _f, path in attribution_stats_entries()],
+        train=lambda wc: [path for _d, _f, path in plan.attribution_stats_entries()],
         paper=PAPER_NUMBERS,
     output:
         csv=report(f"{ATTRIBUTION_TABLE3}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
@@ -202,14 +202,14 @@ rule make_coverage_table:
         bench_path("make_coverage_table", "table3")
     params:
         script=f"{SCRIPTS}/coverage_statistics.py",
-        entries=lambda wc: " ".join(f"--entry {d} {f!r} {shlex.quote(path)}" for d, f, path in attribution_stats_entries()),
-        alpha=attribution().get("statistics", {}).get("alpha", 1.3),
-        min_questions=attribution().get("statistics", {}).get("min_questions", 2),
+        entries=lambda wc: " ".join(f"--entry {d} {f!r} {shlex.quote(path)}" for d, f, path in plan.attribution_stats_entries()),
+        alpha=plan.attribution().get("statistics", {}).get("alpha", 1.3),
+        min_questions=plan.attribution().get("statistics", {}).get("min_questions", 2),
         paper_names=lambda wc: shlex.quote(json.dumps({d: ds.get("paper_name") for d, ds in config["datasets"].items()})),
     threads: 1
     resources:
-        mem_mb=resources_for("make_coverage_table", "mem_mb"),
-        runtime=resources_for("make_coverage_table", "runtime"),
+        mem_mb=plan.resources_for("make_coverage_table", "mem_mb"),
+        runtime=plan.resources_for("make_coverage_table", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

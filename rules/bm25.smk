@@ -4,7 +4,7 @@
 
 rule index_bm25:
     input:
-        corpus=lambda wc: corpus_tsv(wc.corpus),
+        corpus=lambda wc: plan.corpus_tsv(wc.corpus),
     output:
         directory(BM25_INDEX),
     log:
@@ -16,8 +16,8 @@ rule index_bm25:
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"]["threads"]
     resources:
-        mem_mb=resources_for("index_bm25", "mem_mb"),
-        runtime=resources_for("index_bm25", "runtime"),
+        mem_mb=plan.resources_for("index_bm25", "mem_mb"),
+        runtime=plan.resources_for("index_bm25", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -26,9 +26,9 @@ rule index_bm25:
 
 rule mine_bm25_negatives:
     input:
-        train=lambda wc: dataset_file(wc.dataset, "train"),
-        corpus=lambda wc: corpus_tsv(corpus_of(wc.dataset)),
-        index=lambda wc: BM25_INDEX.format(corpus=corpus_of(wc.dataset)),
+        train=lambda wc: plan.dataset_file(wc.dataset, "train"),
+        corpus=lambda wc: plan.corpus_tsv(plan.corpus_of(wc.dataset)),
+        index=lambda wc: BM25_INDEX.format(corpus=plan.corpus_of(wc.dataset)),
     output:
         MINED_TRAIN,
     log:
@@ -41,12 +41,12 @@ rule mine_bm25_negatives:
         depth=config["bm25"]["depth"],
         k1=config["bm25"]["k1"],
         b=config["bm25"]["b"],
-        match=lambda wc: match_type(wc.dataset),
+        match=lambda wc: plan.match_type(wc.dataset),
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"]["threads"]
     resources:
-        mem_mb=resources_for("mine_bm25_negatives", "mem_mb"),
-        runtime=resources_for("mine_bm25_negatives", "runtime"),
+        mem_mb=plan.resources_for("mine_bm25_negatives", "mem_mb"),
+        runtime=plan.resources_for("mine_bm25_negatives", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -59,7 +59,7 @@ rule mine_bm25_negatives:
 rule search_bm25:
     input:
         index=BM25_INDEX,
-        questions=lambda wc: dataset_file(wc.dataset, "test"),
+        questions=lambda wc: plan.dataset_file(wc.dataset, "test"),
     output:
         RUN.replace("{qmodel}/{pmodel}", "bm25/bm25"),
     log:
@@ -74,8 +74,8 @@ rule search_bm25:
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"]["threads"]
     resources:
-        mem_mb=resources_for("search_bm25", "mem_mb"),
-        runtime=resources_for("search_bm25", "runtime"),
+        mem_mb=plan.resources_for("search_bm25", "mem_mb"),
+        runtime=plan.resources_for("search_bm25", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -8,7 +8,7 @@ rule generate_corpus:
     output:
         CORPUS_TSV,
     wildcard_constraints:
-        corpus=one_of([c for c, cc in config["corpora"].items() if "generate" in cc]),
+        corpus=plan.one_of([c for c, cc in config["corpora"].items() if "generate" in cc]),
     log:
         log_path("generate_corpus", "{corpus}"),
     benchmark:
@@ -19,8 +19,8 @@ rule generate_corpus:
         seed=config["seed"],
     threads: 1
     resources:
-        mem_mb=resources_for("generate_corpus", "mem_mb"),
-        runtime=resources_for("generate_corpus", "runtime"),
+        mem_mb=plan.resources_for("generate_corpus", "mem_mb"),
+        runtime=plan.resources_for("generate_corpus", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -34,7 +34,7 @@ rule generate_dataset:
         dev=GENERATED_DEV,
         test=GENERATED_TEST,
     wildcard_constraints:
-        dataset=one_of([d for d, ds in config["datasets"].items() if "generated" in ds]),
+        dataset=plan.one_of([d for d, ds in config["datasets"].items() if "generated" in ds]),
     log:
         log_path("generate_dataset", "{corpus}/{dataset}"),
     benchmark:
@@ -42,7 +42,7 @@ rule generate_dataset:
     params:
         script=f"{SCRIPTS}/generate_demo_data.py",
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
-        domain=lambda wc: dataset_cfg(wc.dataset)["generated"],
+        domain=lambda wc: plan.dataset_cfg(wc.dataset)["generated"],
         seed=config["seed"],
         fractions=lambda wc: " ".join(
             f"--{key.replace('_', '-')} {value}"
@@ -51,8 +51,8 @@ rule generate_dataset:
         ),
     threads: 1
     resources:
-        mem_mb=resources_for("generate_dataset", "mem_mb"),
-        runtime=resources_for("generate_dataset", "runtime"),
+        mem_mb=plan.resources_for("generate_dataset", "mem_mb"),
+        runtime=plan.resources_for("generate_dataset", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -74,16 +74,16 @@ rule prepare_squad:
     benchmark:
         bench_path("prepare_squad", "{corpus}")
     wildcard_constraints:
-        corpus=one_of(squad_corpora()),
+        corpus=plan.one_of(plan.squad_corpora()),
     params:
         script=f"{SCRIPTS}/prepare_squad.py",
-        args=lambda wc: squad_args(wc.corpus),
-        download_dir=f"{R}/downloads/squad",
-        lock=shlex.quote(DOWNLOADS["lock"]),
+        args=lambda wc: plan.squad_args(wc.corpus),
+        download_dir=f"{plan.results}/downloads/squad",
+        lock=shlex.quote(plan.downloads["lock"]),
     threads: 1
     resources:
-        mem_mb=resources_for("prepare_squad", "mem_mb"),
-        runtime=resources_for("prepare_squad", "runtime"),
+        mem_mb=plan.resources_for("prepare_squad", "mem_mb"),
+        runtime=plan.resources_for("prepare_squad", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -106,17 +106,17 @@ rule prepare_squad_dataset:
     benchmark:
         bench_path("prepare_squad_dataset", "{corpus}/{dataset}")
     wildcard_constraints:
-        corpus=one_of(squad_corpora()),
-        dataset=one_of(squad_article_datasets()),
+        corpus=plan.one_of(plan.squad_corpora()),
+        dataset=plan.one_of(plan.squad_article_datasets()),
     params:
         script=f"{SCRIPTS}/prepare_squad.py",
-        args=lambda wc: squad_args(wc.corpus),
-        articles=lambda wc: shlex.quote(dataset_cfg(wc.dataset)["squad"]["articles"]),
-        download_dir=f"{R}/downloads/squad",
+        args=lambda wc: plan.squad_args(wc.corpus),
+        articles=lambda wc: shlex.quote(plan.dataset_cfg(wc.dataset)["squad"]["articles"]),
+        download_dir=f"{plan.results}/downloads/squad",
     threads: 1
     resources:
-        mem_mb=resources_for("prepare_squad", "mem_mb"),
-        runtime=resources_for("prepare_squad", "runtime"),
+        mem_mb=plan.resources_for("prepare_squad", "mem_mb"),
+        runtime=plan.resources_for("prepare_squad", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -129,22 +129,22 @@ rule prepare_squad_dataset:
 # (the DCSR paper's 1/20 sample did not keep them). The source is streamed, never loaded.
 rule subset_corpus:
     input:
-        lambda wc: corpus_tsv(config["corpora"][wc.corpus]["subset"]["of"]),
+        lambda wc: plan.corpus_tsv(config["corpora"][wc.corpus]["subset"]["of"]),
     output:
         CORPUS_TSV,
     wildcard_constraints:
-        corpus=one_of(subset_corpora()),
+        corpus=plan.one_of(plan.subset_corpora()),
     log:
         log_path("subset_corpus", "{corpus}"),
     benchmark:
         bench_path("subset_corpus", "{corpus}")
     params:
         script=f"{SCRIPTS}/subset_corpus.py",
-        how=lambda wc: subset_args(wc.corpus),
+        how=lambda wc: plan.subset_args(wc.corpus),
     threads: 1
     resources:
-        mem_mb=resources_for("subset_corpus", "mem_mb"),
-        runtime=resources_for("subset_corpus", "runtime"),
+        mem_mb=plan.resources_for("subset_corpus", "mem_mb"),
+        runtime=plan.resources_for("subset_corpus", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -154,11 +154,11 @@ rule subset_corpus:
 # A dataset's dev questions as a qas TSV, the test set of its variants with `questions: dev`.
 rule make_dev_questions:
     input:
-        lambda wc: dataset_file(wc.dataset, "dev"),
+        lambda wc: plan.dataset_file(wc.dataset, "dev"),
     output:
         DEV_QUESTIONS,
     wildcard_constraints:
-        dataset=one_of(dev_question_datasets()),
+        dataset=plan.one_of(plan.dev_question_datasets()),
     log:
         log_path("make_dev_questions", "{corpus}/{dataset}"),
     benchmark:
@@ -167,8 +167,8 @@ rule make_dev_questions:
         script=f"{SCRIPTS}/make_dev_questions.py",
     threads: 1
     resources:
-        mem_mb=resources_for("make_dev_questions", "mem_mb"),
-        runtime=resources_for("make_dev_questions", "runtime"),
+        mem_mb=plan.resources_for("make_dev_questions", "mem_mb"),
+        runtime=plan.resources_for("make_dev_questions", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -7,23 +7,23 @@ rule download_resource:
     output:
         DOWNLOADED,
     wildcard_constraints:
-        file=one_of(resource_files() if "downloads" in config else []),
+        file=plan.one_of(plan.download_files()),
     log:
         log_path("download_resource", "{file}"),
     benchmark:
         bench_path("download_resource", "{file}")
     params:
         script=f"{SCRIPTS}/download_resource.py",
-        url=lambda wc: shlex.quote(resource_url(resource_of_file(wc.file), DOWNLOADS)),
-        lock=shlex.quote(DOWNLOADS["lock"]),
-        retries=DOWNLOADS["retries"],
-        timeout=DOWNLOADS["timeout"],
+        url=plan.download_url,
+        lock=shlex.quote(plan.downloads["lock"]),
+        retries=plan.downloads["retries"],
+        timeout=plan.downloads["timeout"],
     # compute nodes of clusters often have no internet: downloads run where Snakemake runs
     localrule: True
     threads: 1
     resources:
-        mem_mb=resources_for("download_resource", "mem_mb"),
-        runtime=resources_for("download_resource", "runtime"),
+        mem_mb=plan.resources_for("download_resource", "mem_mb"),
+        runtime=plan.resources_for("download_resource", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

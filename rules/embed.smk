@@ -5,7 +5,7 @@
 
 rule embed_shard:
     input:
-        unpack(embed_shard_inputs),
+        unpack(plan.embed_shard_inputs),
     output:
         vectors=SHARD_VECTORS,
         ids=SHARD_IDS,
@@ -19,15 +19,15 @@ rule embed_shard:
     params:
         script=f"{SCRIPTS}/embed_shard.py",
         store=lambda wc, input: str(Path(input.store_ids).parent),
-        shards=lambda wc: len(shards(wc.corpus)),
+        shards=lambda wc: len(plan.shards(wc.corpus)),
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"]["fp16"] else "",
         precision=config["embed"]["precision"],
-        sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.pmodel) else "",
-    threads: threads_for("embed_shard", 2)
+        sentences=lambda wc, input: f"--sentences {input.sentences}" if plan.is_dcsr(wc.pmodel) else "",
+    threads: plan.threads_for("embed_shard", 2)
     resources:
-        mem_mb=resources_for("embed_shard", "mem_mb"),
-        runtime=resources_for("embed_shard", "runtime"),
+        mem_mb=plan.resources_for("embed_shard", "mem_mb"),
+        runtime=plan.resources_for("embed_shard", "runtime"),
         gpu=config["embed"]["gpus"],
     conda:
         "../envs/gpu.yaml"
@@ -40,7 +40,7 @@ rule embed_shard:
 
 rule embed_questions:
     input:
-        unpack(embed_questions_inputs),
+        unpack(plan.embed_questions_inputs),
     output:
         directory(QUERY_DIR),
     wildcard_constraints:
@@ -51,12 +51,12 @@ rule embed_questions:
         bench_path("embed_questions", "{qmodel}")
     params:
         script=f"{SCRIPTS}/embed_questions.py",
-        sets=embed_questions_args,
+        sets=plan.embed_questions_args,
         precision=config["embed"]["precision"],
-    threads: threads_for("embed_questions", 2)
+    threads: plan.threads_for("embed_questions", 2)
     resources:
-        mem_mb=resources_for("embed_questions", "mem_mb"),
-        runtime=resources_for("embed_questions", "runtime"),
+        mem_mb=plan.resources_for("embed_questions", "mem_mb"),
+        runtime=plan.resources_for("embed_questions", "runtime"),
         gpu=config["embed"]["gpus"],
     conda:
         "../envs/gpu.yaml"

@@ -5,7 +5,7 @@
 
 rule passage_store:
     input:
-        corpus=lambda wc: corpus_tsv(wc.corpus),
+        corpus=lambda wc: plan.corpus_tsv(wc.corpus),
     output:
         **STORE,
     log:
@@ -17,8 +17,8 @@ rule passage_store:
         store=lambda wc, output: str(Path(output.ids).parent),
     threads: 1
     resources:
-        mem_mb=resources_for("passage_store", "mem_mb"),
-        runtime=resources_for("passage_store", "runtime"),
+        mem_mb=plan.resources_for("passage_store", "mem_mb"),
+        runtime=plan.resources_for("passage_store", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -34,9 +34,9 @@ rule evaluate_topk:
         qmodel="bm25",
         pmodel="bm25",
     input:
-        unpack(store_inputs),
+        unpack(plan.store_inputs),
         run=RUN,
-        questions=lambda wc: dataset_file(wc.dataset, "test"),
+        questions=lambda wc: plan.dataset_file(wc.dataset, "test"),
     output:
         metrics=METRICS,
         questions=QUESTION_RESULTS,
@@ -48,11 +48,11 @@ rule evaluate_topk:
         script=f"{SCRIPTS}/evaluate_topk.py",
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
-        match=lambda wc: match_type(wc.dataset),
+        match=lambda wc: plan.match_type(wc.dataset),
     threads: 1
     resources:
-        mem_mb=resources_for("evaluate_topk", "mem_mb"),
-        runtime=resources_for("evaluate_topk", "runtime"),
+        mem_mb=plan.resources_for("evaluate_topk", "mem_mb"),
+        runtime=plan.resources_for("evaluate_topk", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -6,27 +6,27 @@
 
 rule mine_dense_negatives:
     input:
-        unpack(mine_dense_inputs),
+        unpack(plan.mine_dense_inputs),
     output:
         DENSE_NEGATIVES,
     wildcard_constraints:
-        model=one_of(negatives_miners()),
+        model=plan.one_of(plan.negatives_miners()),
     log:
         log_path("mine_dense_negatives", "{model}/{dataset}"),
     benchmark:
         bench_path("mine_dense_negatives", "{model}/{dataset}")
     params:
         script=f"{SCRIPTS}/mine_dense_negatives.py",
-        shards=mine_shard_args,
+        shards=plan.mine_shard_args,
         negatives=config["mining"]["negatives"],
         depth=config["mining"]["depth"],
-        match=lambda wc: match_type(wc.dataset),
+        match=lambda wc: plan.match_type(wc.dataset),
         batch_size=config["embed"]["batch_size"],
         gpu=str(config["index"]["gpu"]).lower(),
-    threads: threads_for("mine_dense_negatives", 2)
+    threads: plan.threads_for("mine_dense_negatives", 2)
     resources:
-        mem_mb=resources_for("mine_dense_negatives", "mem_mb"),
-        runtime=resources_for("mine_dense_negatives", "runtime"),
+        mem_mb=plan.resources_for("mine_dense_negatives", "mem_mb"),
+        runtime=plan.resources_for("mine_dense_negatives", "runtime"),
         gpu=config["embed"]["gpus"],
     conda:
         "../envs/gpu.yaml"

@@ -22,10 +22,10 @@ rule index_shard:
         factory=config["index"]["factory"],
         train_size=config["index"]["train_size"],
         seed=config["seed"],
-    threads: threads_for("index_shard", 2)
+    threads: plan.threads_for("index_shard", 2)
     resources:
-        mem_mb=resources_for("index_shard", "mem_mb"),
-        runtime=resources_for("index_shard", "runtime"),
+        mem_mb=plan.resources_for("index_shard", "mem_mb"),
+        runtime=plan.resources_for("index_shard", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -35,7 +35,7 @@ rule index_shard:
 
 rule search_shard:
     input:
-        unpack(search_shard_inputs),
+        unpack(plan.search_shard_inputs),
     output:
         temp(directory(SHARD_HITS_DIR)),
     wildcard_constraints:
@@ -46,14 +46,14 @@ rule search_shard:
         bench_path("search_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/search_shard.py",
-        searches=search_args,
+        searches=plan.search_args,
         k=config["search"]["k"],
         gpu=str(config["index"]["gpu"]).lower(),
-        depth=sentence_depth_args,
-    threads: threads_for("search_shard", 2)
+        depth=plan.sentence_depth_args,
+    threads: plan.threads_for("search_shard", 2)
     resources:
-        mem_mb=resources_for("search_shard", "mem_mb"),
-        runtime=resources_for("search_shard", "runtime"),
+        mem_mb=plan.resources_for("search_shard", "mem_mb"),
+        runtime=plan.resources_for("search_shard", "runtime"),
         gpu=config["index"]["gpus"],
     conda:
         "../envs/gpu.yaml"
@@ -64,7 +64,7 @@ rule search_shard:
 
 rule merge_runs:
     input:
-        unpack(merge_inputs),
+        unpack(plan.merge_inputs),
     output:
         run=RUN,
         metrics=METRICS,
@@ -79,16 +79,16 @@ rule merge_runs:
     params:
         script=f"{SCRIPTS}/merge_runs.py",
         store=lambda wc, input: str(Path(input.store_ids).parent),
-        hits=merge_hit_files,
+        hits=plan.merge_hit_files,
         k=config["search"]["k"],
         tag=lambda wc: f"{wc.qmodel}--{wc.pmodel}",
-        hasans=hasans_args,
+        hasans=plan.hasans_args,
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
-        match=lambda wc: match_type(wc.dataset),
+        match=lambda wc: plan.match_type(wc.dataset),
     threads: 1
     resources:
-        mem_mb=resources_for("merge_runs", "mem_mb"),
-        runtime=resources_for("merge_runs", "runtime"),
+        mem_mb=plan.resources_for("merge_runs", "mem_mb"),
+        runtime=plan.resources_for("merge_runs", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -101,7 +101,7 @@ rule merge_runs:
 # its test set's dataset (searched as the variant <dataset>.dev), from a grid around T = 1.
 rule choose_temperature:
     input:
-        unpack(temperature_inputs),
+        unpack(plan.temperature_inputs),
     output:
         TEMPERATURE,
     wildcard_constraints:
@@ -114,14 +114,14 @@ rule choose_temperature:
     params:
         script=f"{SCRIPTS}/choose_temperature.py",
         store=lambda wc, input: str(Path(input.store_ids).parent),
-        hits=temperature_hit_files,
+        hits=plan.temperature_hit_files,
         k=config["search"]["k"],
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
-        match=lambda wc: match_type(wc.dataset),
+        match=lambda wc: plan.match_type(wc.dataset),
     threads: 1
     resources:
-        mem_mb=resources_for("choose_temperature", "mem_mb"),
-        runtime=resources_for("choose_temperature", "runtime"),
+        mem_mb=plan.resources_for("choose_temperature", "mem_mb"),
+        runtime=plan.resources_for("choose_temperature", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -3,7 +3,7 @@
 
 rule split_sentences:
     input:
-        corpus=lambda wc: corpus_tsv(wc.corpus),
+        corpus=lambda wc: plan.corpus_tsv(wc.corpus),
     output:
         table=SENTENCES,
         stats=SENTENCE_STATS,
@@ -15,8 +15,8 @@ rule split_sentences:
         script=f"{SCRIPTS}/split_sentences.py",
     threads: 1
     resources:
-        mem_mb=resources_for("split_sentences", "mem_mb"),
-        runtime=resources_for("split_sentences", "runtime"),
+        mem_mb=plan.resources_for("split_sentences", "mem_mb"),
+        runtime=plan.resources_for("split_sentences", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

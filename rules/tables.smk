@@ -3,13 +3,13 @@
 
 rule make_table:
     input:
-        metrics=lambda wc: table_metrics(wc.table),
+        metrics=lambda wc: plan.table_metrics(wc.table),
         paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
         csv=report(TABLE_CSV, caption="../workflow/report/table.rst", category="Tables", subcategory="Retrieval"),
         md=TABLE_MD,
     wildcard_constraints:
-        table=one_of(list(config["tables"])),
+        table=plan.one_of(list(config["tables"])),
     log:
         log_path("make_table", "{table}"),
     benchmark:
@@ -23,14 +23,14 @@ rule make_table:
                 "paper_names": {d: ds.get("paper_name") for d, ds in config["datasets"].items()},
                 "cells": [
                     {"qmodel": q, "pmodel": p, "dataset": d, "metrics": METRICS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)}
-                    for c, q, p, d in table_runs(wc.table)
+                    for c, q, p, d in plan.table_runs(wc.table)
                 ],
             }
         )),
     threads: 1
     resources:
-        mem_mb=resources_for("make_table", "mem_mb"),
-        runtime=resources_for("make_table", "runtime"),
+        mem_mb=plan.resources_for("make_table", "mem_mb"),
+        runtime=plan.resources_for("make_table", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -40,7 +40,7 @@ rule make_table:
 
 rule make_table1:
     input:
-        train=lambda wc: [dataset_file(d, "train") for d in source_datasets()],
+        train=lambda wc: [plan.dataset_file(d, "train") for d in plan.source_datasets()],
         paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
         csv=report(TABLE1_CSV, caption="../workflow/report/table.rst", category="Tables", subcategory="DCSR"),
@@ -54,15 +54,15 @@ rule make_table1:
         spec=lambda wc: shlex.quote(json.dumps(
             {
                 "rows": [
-                    {"label": d, "train": dataset_file(d, "train"), "paper_name": dataset_cfg(d).get("paper_name")}
-                    for d in source_datasets()
+                    {"label": d, "train": plan.dataset_file(d, "train"), "paper_name": plan.dataset_cfg(d).get("paper_name")}
+                    for d in plan.source_datasets()
                 ]
             }
         )),
     threads: 1
     resources:
-        mem_mb=resources_for("make_table1", "mem_mb"),
-        runtime=resources_for("make_table1", "runtime"),
+        mem_mb=plan.resources_for("make_table1", "mem_mb"),
+        runtime=plan.resources_for("make_table1", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -72,8 +72,8 @@ rule make_table1:
 
 rule make_appendix_b:
     input:
-        train=lambda wc: [dataset_file(d, "train") for d in source_datasets()],
-        dev=lambda wc: [dataset_file(d, "dev") for d in source_datasets()],
+        train=lambda wc: [plan.dataset_file(d, "train") for d in plan.source_datasets()],
+        dev=lambda wc: [plan.dataset_file(d, "dev") for d in plan.source_datasets()],
         paper=PAPER_NUMBERS,
     output:
         csv=report(f"{APPENDIX_B}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="DCSR"),
@@ -87,16 +87,16 @@ rule make_appendix_b:
         spec=lambda wc: shlex.quote(json.dumps(
             {
                 "rows": [
-                    {"label": d, "train": dataset_file(d, "train"), "dev": dataset_file(d, "dev"),
-                     "match": match_type(d), "paper_name": dataset_cfg(d).get("paper_name")}
-                    for d in source_datasets()
+                    {"label": d, "train": plan.dataset_file(d, "train"), "dev": plan.dataset_file(d, "dev"),
+                     "match": plan.match_type(d), "paper_name": plan.dataset_cfg(d).get("paper_name")}
+                    for d in plan.source_datasets()
                 ]
             }
         )),
     threads: 1
     resources:
-        mem_mb=resources_for("make_appendix_b", "mem_mb"),
-        runtime=resources_for("make_appendix_b", "runtime"),
+        mem_mb=plan.resources_for("make_appendix_b", "mem_mb"),
+        runtime=plan.resources_for("make_appendix_b", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -107,12 +107,12 @@ rule make_appendix_b:
 # One figure per training set: a dataset, or several joined by '+' (a model trained on a list).
 rule plot_validation:
     input:
-        lambda wc: [MODEL_DIR.format(model=m) for m in models_trained_on(wc.dataset)],
+        lambda wc: [MODEL_DIR.format(model=m) for m in plan.models_trained_on(wc.dataset)],
     output:
         png=report(VALIDATION_PNG, caption="../workflow/report/figure.rst", category="Figures", subcategory="Training"),
         csv=VALIDATION_CSV,
     wildcard_constraints:
-        dataset=one_of(sorted({training_label(m) for m in trained_models()})),
+        dataset=plan.one_of(sorted({plan.training_label(m) for m in plan.trained_models()})),
     log:
         log_path("plot_validation", "{dataset}"),
     benchmark:
@@ -120,13 +120,13 @@ rule plot_validation:
     params:
         script=f"{SCRIPTS}/plot_validation.py",
         spec=lambda wc: shlex.quote(json.dumps(
-            {"curves": [{"label": m, "model": MODEL_DIR.format(model=m)} for m in models_trained_on(wc.dataset)]}
+            {"curves": [{"label": m, "model": MODEL_DIR.format(model=m)} for m in plan.models_trained_on(wc.dataset)]}
         )),
         title=lambda wc: shlex.quote(f"In-batch dev accuracy after each epoch, trained on {wc.dataset}"),
     threads: 1
     resources:
-        mem_mb=resources_for("plot_validation", "mem_mb"),
-        runtime=resources_for("plot_validation", "runtime"),
+        mem_mb=plan.resources_for("plot_validation", "mem_mb"),
+        runtime=plan.resources_for("plot_validation", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -135,10 +135,10 @@ rule plot_validation:
 
 
 # The claims ledger: each claim of the config (claims:) as a paired comparison of two runs
-# over the same questions, with a bootstrap interval, a sign test and a verdict (dcsr.claims).
+# over the same questions, with a bootstrap interval, a sign test and a verdict (dcsr.evaluation.claims).
 rule claims_ledger:
     input:
-        lambda wc: sorted({r for c in claims_spec() for side in ("baseline", "method") for r in c[f"{side}_runs"]}),
+        lambda wc: sorted({r for c in plan.claims_spec() for side in ("baseline", "method") for r in c[f"{side}_runs"]}),
     output:
         csv=report(f"{CLAIMS}.csv", caption="../workflow/report/claims.rst", category="Claims"),
         md=f"{CLAIMS}.md",
@@ -148,11 +148,11 @@ rule claims_ledger:
         bench_path("claims_ledger", "claims")
     params:
         script=f"{SCRIPTS}/make_claims.py",
-        spec=lambda wc: shlex.quote(json.dumps({"claims": claims_spec(), "seed": config["seed"]})),
+        spec=lambda wc: shlex.quote(json.dumps({"claims": plan.claims_spec(), "seed": config["seed"]})),
     threads: 1
     resources:
-        mem_mb=resources_for("claims_ledger", "mem_mb"),
-        runtime=resources_for("claims_ledger", "runtime"),
+        mem_mb=plan.resources_for("claims_ledger", "mem_mb"),
+        runtime=plan.resources_for("claims_ledger", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

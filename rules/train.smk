@@ -11,16 +11,16 @@ rule export_encoder:
     benchmark:
         bench_path("export_encoder", "{model}")
     wildcard_constraints:
-        model=one_of(untrained_models()),
+        model=plan.one_of(plan.untrained_models()),
     params:
         script=f"{SCRIPTS}/export_encoder.py",
         init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
-        settings=lambda wc: shlex.quote(json.dumps(train_settings(wc.model))),
-        method=lambda wc: model_method(wc.model),
+        settings=lambda wc: shlex.quote(json.dumps(plan.train_settings(wc.model))),
+        method=lambda wc: plan.model_method(wc.model),
     threads: 1
     resources:
-        mem_mb=resources_for("export_encoder", "mem_mb"),
-        runtime=resources_for("export_encoder", "runtime"),
+        mem_mb=plan.resources_for("export_encoder", "mem_mb"),
+        runtime=plan.resources_for("export_encoder", "runtime"),
     conda:
         "../envs/gpu.yaml"
     shell:
@@ -32,13 +32,13 @@ rule export_encoder:
 # negatives mined per dataset) and validates on their dev sets, each concatenated in list order.
 rule merge_training_sets:
     input:
-        train=lambda wc: [training_file(d) for d in train_datasets(config["models"][wc.model])],
-        dev=lambda wc: [dataset_file(d, "dev") for d in train_datasets(config["models"][wc.model])],
+        train=lambda wc: [plan.training_file(d) for d in train_datasets(config["models"][wc.model])],
+        dev=lambda wc: [plan.dataset_file(d, "dev") for d in train_datasets(config["models"][wc.model])],
     output:
         train=MERGED_TRAIN,
         dev=MERGED_DEV,
     wildcard_constraints:
-        model=one_of([m for m in trained_models() if trains_on_several(m)]),
+        model=plan.one_of([m for m in plan.trained_models() if plan.trains_on_several(m)]),
     log:
         log_path("merge_training_sets", "{model}"),
     benchmark:
@@ -47,8 +47,8 @@ rule merge_training_sets:
         script=f"{SCRIPTS}/merge_training_sets.py",
     threads: 1
     resources:
-        mem_mb=resources_for("merge_training_sets", "mem_mb"),
-        runtime=resources_for("merge_training_sets", "runtime"),
+        mem_mb=plan.resources_for("merge_training_sets", "mem_mb"),
+        runtime=plan.resources_for("merge_training_sets", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -58,7 +58,7 @@ rule merge_training_sets:
 
 rule train_biencoder:
     input:
-        unpack(train_inputs),
+        unpack(plan.train_inputs),
     output:
         directory(MODEL_DIR),
     log:
@@ -66,22 +66,22 @@ rule train_biencoder:
     benchmark:
         bench_path("train_biencoder", "{model}")
     wildcard_constraints:
-        model=one_of(trained_models()),
+        model=plan.one_of(plan.trained_models()),
     params:
         script=f"{SCRIPTS}/train_biencoder.py",
         init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
-        settings=lambda wc: shlex.quote(json.dumps(train_settings(wc.model))),
+        settings=lambda wc: shlex.quote(json.dumps(plan.train_settings(wc.model))),
         checkpoints=lambda wc: CHECKPOINT_DIR.format(model=wc.model),
-        method=lambda wc: model_method(wc.model),
-        sentences=lambda wc, input: f"--sentences {input.sentences}" if is_dcsr(wc.model) else "",
-        launcher=lambda wc: train_launcher(wc.model),
-    threads: lambda wc: train_threads(wc.model)
+        method=lambda wc: plan.model_method(wc.model),
+        sentences=lambda wc, input: f"--sentences {input.sentences}" if plan.is_dcsr(wc.model) else "",
+        launcher=lambda wc: plan.train_launcher(wc.model),
+    threads: lambda wc: plan.train_threads(wc.model)
     resources:
-        mem_mb=resources_for("train_biencoder", "mem_mb"),
-        runtime=resources_for("train_biencoder", "runtime"),
-        gpu=lambda wc: train_gpu_resources(wc.model)["gpu"],
-        gres=lambda wc: train_gpu_resources(wc.model)["gres"],
-        nodes=lambda wc: train_gpu_resources(wc.model)["nodes"],
+        mem_mb=plan.resources_for("train_biencoder", "mem_mb"),
+        runtime=plan.resources_for("train_biencoder", "runtime"),
+        gpu=lambda wc: plan.train_gpu_resources(wc.model)["gpu"],
+        gres=lambda wc: plan.train_gpu_resources(wc.model)["gres"],
+        nodes=lambda wc: plan.train_gpu_resources(wc.model)["nodes"],
     conda:
         "../envs/gpu.yaml"
     shell:

@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     """A tiny random BERT (MiniLM's vocabulary) saved as a Hugging Face checkpoint."""
-    from dcsr.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
-    from dcsr.tiny import make_tiny_bert
+    from dcsr.models.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
+    from dcsr.models.tiny import make_tiny_bert
 
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), resolve_checkpoint(VOCAB_OF_TINY))
 

@@ -1,4 +1,4 @@
-from dcsr.answers import has_answer, tokens
+from dcsr.data.answers import has_answer, tokens
 
 
 def test_tokens_are_drqa_simple_tokens():
@@ -32,7 +32,7 @@ def test_empty_answer_matches_every_passage_as_in_dpr():
 
 
 def test_passage_matcher_agrees_with_has_answer_and_tokenizes_each_passage_once(monkeypatch):
-    import dcsr.answers as answers
+    import dcsr.data.answers as answers
 
     passages = {1: "The Eiffel Tower was finished in 1889 in Paris.", 2: "He moved to Zu\u0308rich in 1902.", 3: ""}
     questions = [["eiffel tower"], ["889"], ["Zürich", "nowhere"], [""], ["Paris France"], ["in"]]

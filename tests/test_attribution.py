@@ -4,12 +4,12 @@ import math
 import numpy as np
 import pytest
 
-from dcsr.attribution import (Figure2Row, PairMatrix, count_records, figure2_rows, iter_sample, load_pair_matrix,
+from dcsr.attribution.analysis import (Figure2Row, PairMatrix, count_records, figure2_rows, iter_sample, load_pair_matrix,
                               marginalize_passage, marginalize_question, missing_pairs, nested_samples,
                               relative_to_tandem, sample_size, write_sample)
 from dcsr.errors import InputError
-from dcsr.formats import read_biencoder, write_biencoder
-from dcsr.stats import coverage_statistics_of
+from dcsr.data.formats import read_biencoder, write_biencoder
+from dcsr.evaluation.stats import coverage_statistics_of
 
 ENCODERS = ("a", "b", "c")
 # top20 of question encoder (row) x passage encoder (column) on two test sets; the in-domain
@@ -32,7 +32,7 @@ def write_metrics(tmp_path, skip=()):
                 if (q, p, t) in skip:
                     continue
                 path = tmp_path / f"{q}-{p}-{t}.json"
-                # as dcsr.evaluate writes them: a count and a match type beside the scores
+                # as dcsr.evaluation.metrics writes them: a count and a match type beside the scores
                 path.write_text(json.dumps({"questions": 100, "match": "string", "top1": v / 4, "top20": v,
                                             "top100": v + 10}))
                 entries.append((q, p, t, path))

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from dcsr.attribution import fraction_of, percent_label, sweep_model_name
-from dcsr.attribution_report import (AttributionSpec, best_fraction, comparison_rows, marginal_rows, read_pair_matrix,
+from dcsr.attribution.analysis import fraction_of, percent_label, sweep_model_name
+from dcsr.attribution.report import (AttributionSpec, best_fraction, comparison_rows, marginal_rows, read_pair_matrix,
                                      sweep_rows, tandem_rows, write_best_fraction_table, write_coverage,
                                      write_family_comparison, write_marginalization, write_pair_matrix, write_sweep,
                                      write_tandem_table)
-from dcsr.config import check_config, sweep_models
+from dcsr.pipeline.config import check_config, sweep_models
 from dcsr.errors import InputError
 
 # Two datasets A and B. DPR family: a (on A), b (on B); DCSR family: x (on A), y (on B).

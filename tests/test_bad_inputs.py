@@ -20,10 +20,10 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from dcsr import bm25
+from dcsr.retrieval import bm25
 from dcsr.errors import InputError
-from dcsr.formats import QA, Passage, write_corpus, write_qas
-from dcsr.runs import write_trec
+from dcsr.data.formats import QA, Passage, write_corpus, write_qas
+from dcsr.data.runs import write_trec
 from test_bm25 import _java_ok  # the same check: Java and the Anserini jar are found
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ EVAL_ARGS = ["--run", "{tmp}/run.trec", "--questions", "{tmp}/qa.csv", "--corpus
 
 
 def _vectors(tmp: Path, n: int = 4) -> None:
-    from dcsr.index import index_shard
+    from dcsr.retrieval.index import index_shard
 
     np.save(tmp / "vectors.npy", np.eye(n, 8, dtype=np.float32))
     np.save(tmp / "queries.npy", np.ones((2, 8), dtype=np.float32))
@@ -153,7 +153,7 @@ SEARCH_ARGS = ["--index", "{tmp}/shard.faiss", "--ids", "{tmp}/ids.npy", "--sear
 
 def _load_encoder(name: str):
     def call(tmp: Path):
-        from dcsr.model import load_encoder
+        from dcsr.models.biencoder import load_encoder
 
         load_encoder(name)
 
@@ -162,7 +162,7 @@ def _load_encoder(name: str):
 
 def _build_biencoder(name: str):
     def call(tmp: Path):
-        from dcsr.model import build_biencoder
+        from dcsr.models.biencoder import build_biencoder
 
         build_biencoder(name)
 
@@ -390,7 +390,7 @@ def test_catalogue_lists_every_case(repo):
 def test_a_question_without_hits_is_not_a_missing_question(tmp_path):
     """A run lists a question BM25 found nothing for as '# no hits' and evaluation scores it a
     miss; only a question absent from the run is an error."""
-    from dcsr.evaluate import evaluate_run
+    from dcsr.evaluation.metrics import evaluate_run
 
     write_corpus(tmp_path / "c.tsv", PASSAGES)
     write_qas(tmp_path / "q.csv", QAS)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from dcsr import bm25
-from dcsr.answers import has_answer
+from dcsr.retrieval import bm25
+from dcsr.data.answers import has_answer
 from dcsr.errors import InputError
-from dcsr.formats import Passage, read_biencoder, write_corpus
-from dcsr.runs import read_trec
+from dcsr.data.formats import Passage, read_biencoder, write_corpus
+from dcsr.data.runs import read_trec
 
 REPO = Path(__file__).resolve().parents[1]
 

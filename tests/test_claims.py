@@ -1,12 +1,12 @@
-"""The claims ledger (dcsr.claims): paired bootstrap intervals, the exact sign test, verdicts."""
+"""The claims ledger (dcsr.evaluation.claims): paired bootstrap intervals, the exact sign test, verdicts."""
 
 import json
 
 import pytest
 import yaml
 
-from dcsr.claims import compare_paired, compare_runs, hits_at, ledger_rows, write_ledger
-from dcsr.config import check_config
+from dcsr.evaluation.claims import compare_paired, compare_runs, hits_at, ledger_rows, write_ledger
+from dcsr.pipeline.config import check_config
 from dcsr.errors import InputError
 
 
@@ -97,7 +97,7 @@ def test_several_seeds_compare_mean_outcomes_and_report_each_seed(tmp_path):
 
 
 def test_seeds_train_a_model_several_times():
-    from dcsr.config import model_seeds, seed_replicas
+    from dcsr.pipeline.config import model_seeds, seed_replicas
 
     cfg = {"train": {"seed": 100}, "models": {
         "dpr": {"method": "dpr", "init": "m", "train_on": "d", "seeds": 3},

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from dcsr.config import check_config
+from dcsr.pipeline.config import check_config
 from dcsr.errors import InputError
 
 
@@ -89,7 +89,7 @@ def test_variant_and_multi_errors_name_the_key(cfg, repo, mutate, key, problem):
 
 
 def test_variants_inherit_match_paper_name_and_questions(cfg, repo):
-    from dcsr.config import dataset_match, dataset_questions, variant_root, variant_settings
+    from dcsr.pipeline.config import dataset_match, dataset_questions, variant_root, variant_settings
 
     cfg["datasets"]["trivia"].update(match="regex", paper_name="Trivia")
     cfg["datasets"].update(v={"corpus": "demo", "like": "trivia", "questions": "dev"},
@@ -124,7 +124,7 @@ def test_schema_refuses_malformed_subsets_variants_and_lists(cfg, repo, mutate):
 
 
 def test_shards_follow_the_corpus_size_where_the_config_knows_it():
-    from dcsr.config import corpus_shards, corpus_size
+    from dcsr.pipeline.config import corpus_shards, corpus_size
 
     cfg = {
         "corpora": {

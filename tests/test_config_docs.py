@@ -1,5 +1,5 @@
 """config/README.md documents every config key, generated from the code's definitions
-(config/schema.yaml and dcsr.settings) by dcsr.config_docs, and stays current."""
+(config/schema.yaml and dcsr.settings) by dcsr.pipeline.config_docs, and stays current."""
 
 import subprocess
 import sys
@@ -7,9 +7,9 @@ import sys
 import yaml
 
 from dcsr import settings
-from dcsr.config_docs import SCHEMA, reference, schema_keys
+from dcsr.pipeline.config_docs import SCHEMA, reference, schema_keys
 
-REGENERATE = "python -m dcsr.config_docs > config/README.md"
+REGENERATE = "python -m dcsr.pipeline.config_docs > config/README.md"
 
 
 def _schema(repo):
@@ -32,7 +32,7 @@ def test_the_reference_holds_the_settings_reference(repo):
 
 
 def test_the_module_prints_the_reference(repo):
-    r = subprocess.run([sys.executable, "-m", "dcsr.config_docs"], capture_output=True, text=True, cwd=repo,
+    r = subprocess.run([sys.executable, "-m", "dcsr.pipeline.config_docs"], capture_output=True, text=True, cwd=repo,
                        timeout=60, check=True)
     assert r.stdout == reference()
 

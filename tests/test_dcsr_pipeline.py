@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from dcsr.embed import embed_corpus_shard, embed_questions, encode_sentence_passages
+from dcsr.retrieval.embed import embed_corpus_shard, embed_questions, encode_sentence_passages
 from dcsr.errors import InputError
-from dcsr.formats import Passage, sentence_spans, write_biencoder, write_corpus
-from dcsr.index import index_shard, search_shard
-from dcsr.methods import builder_class
-from dcsr.model import build_biencoder, load_biencoder
-from dcsr.sentence_aware import (SentenceSampleBuilder, encode_passage_with_markers, hasans_topk,
-                                 merge_sentence_hits, sentence_search_depth, tokenize_marked_questions,
-                                 tokenize_sentence_passages)
-from dcsr.sentences import split_corpus
-from dcsr.train import SampleBuilder, train, validate_settings
+from dcsr.data.formats import Passage, sentence_spans, write_biencoder, write_corpus
+from dcsr.retrieval.index import index_shard, search_shard
+from dcsr.training.methods import builder_class
+from dcsr.models.biencoder import build_biencoder, load_biencoder
+from dcsr.training.sentence_samples import SentenceSampleBuilder
+from dcsr.models.markers import encode_passage_with_markers, tokenize_marked_questions, tokenize_sentence_passages
+from dcsr.retrieval.hasans import hasans_topk, merge_sentence_hits, sentence_search_depth
+from dcsr.data.sentences import split_corpus
+from dcsr.training.loop import SampleBuilder, train, validate_settings
 
 WORDS = "apple river castle engine forest guitar harbor island jungle kitten lemon mountain".split()
 
@@ -38,7 +38,7 @@ def corpus(tmp_path):
 
 @pytest.fixture()
 def dcsr_model(tmp_path, tiny_bert):
-    from dcsr.train import export_untrained
+    from dcsr.training.loop import export_untrained
 
     export_untrained({"passage_max_length": 64, "question_max_length": 16, "max_sentences": 2},
                      str(tiny_bert), tmp_path / "m", log=lambda m: None, builder_cls=builder_class("dcsr"))
@@ -193,7 +193,7 @@ def test_dcsr_trains_through_the_shared_loop(tmp_path, corpus, tiny_bert):
 
 def test_mean_pooled_dcsr_model_flows_through_export_and_embedding(tmp_path, corpus, tiny_bert):
     """``pooling: mean`` is recorded with the model, and the index and the questions use it."""
-    from dcsr.train import export_untrained
+    from dcsr.training.loop import export_untrained
 
     export_untrained({"passage_max_length": 64, "question_max_length": 16, "max_sentences": 2, "pooling": "mean"},
                      str(tiny_bert), tmp_path / "mean", log=lambda m: None, builder_cls=builder_class("dcsr"))
@@ -224,8 +224,8 @@ def test_the_temperature_is_chosen_on_dev_questions(tmp_path):
     and the answer. A cold softmax gives passage 1 the top rank; from T = 4 on (by hand: HasAns
     0.297 for passage 1 against 1 - (1 - 0.1405)^5 = 0.53 for passage 2) passage 2 wins, and of
     the winning temperatures the one closest to 1 is chosen."""
-    from dcsr.formats import QA, write_qas
-    from dcsr.hasans import choose_temperature
+    from dcsr.data.formats import QA, write_qas
+    from dcsr.retrieval.hasans import choose_temperature
 
     write_corpus(tmp_path / "c.tsv", [Passage(1, "nothing to see here", "A"), Passage(2, "the gold is here", "B")])
     write_qas(tmp_path / "dev.tsv", [QA("where is the gold?", ["gold"])])
@@ -242,7 +242,7 @@ def test_the_temperature_is_chosen_on_dev_questions(tmp_path):
 
 
 def test_temperature_dev_adds_a_dev_variant_of_each_test_dataset():
-    from dcsr.config import temperature_dev_variants
+    from dcsr.pipeline.config import temperature_dev_variants
 
     cfg = {"dcsr": {"temperature": "dev"},
            "datasets": {"a": {"corpus": "c", "generated": "x"}, "a-dev": {"corpus": "c", "like": "a", "questions": "dev"}}}

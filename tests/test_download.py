@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from dcsr.download import fetch
+from dcsr.data.download import fetch
 from dcsr.errors import InputError
 
 BODY = b'{"version": "1.1", "data": []}\n' * 1000
@@ -124,10 +124,10 @@ from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
 
-from dcsr.download import file_sha256, read_lock  # noqa: E402
-from dcsr.formats import QA, Passage, iter_passages, read_qas, write_corpus, write_qas  # noqa: E402
-from dcsr.httpserve import Faults, serve  # noqa: E402
-from dcsr.resources import (RESOURCES, download_settings, resource_files, resource_of_file,  # noqa: E402
+from dcsr.data.download import file_sha256, read_lock  # noqa: E402
+from dcsr.data.formats import QA, Passage, iter_passages, read_qas, write_corpus, write_qas  # noqa: E402
+from dcsr.fixtures.httpserve import Faults, serve  # noqa: E402
+from dcsr.pipeline.resources import (RESOURCES, download_settings, resource_files, resource_of_file,  # noqa: E402
                             resource_url)
 
 CORPUS = "psgs_w100.tsv.gz"
@@ -300,7 +300,7 @@ def test_the_server_answers_head_and_ranges(mirror):
 
 def test_the_server_command_serves_a_local_copy(mirror, tmp_path):
     port_file = tmp_path / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "dcsr.httpserve", str(mirror), "--port", "0", "--port-file", str(port_file)],
+    proc = subprocess.Popen([sys.executable, "-m", "dcsr.fixtures.httpserve", str(mirror), "--port", "0", "--port-file", str(port_file)],
                             stdout=subprocess.PIPE, text=True)
     try:
         for _ in range(200):
@@ -384,7 +384,7 @@ def test_a_body_shorter_than_its_content_length_fails_and_leaves_no_file(mirror,
 def test_a_body_without_content_length_is_recorded_as_unverified(mirror, tmp_path, caplog):
     data = (mirror / CORPUS_PATH).read_bytes()
     dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
-    with caplog.at_level(logging.INFO, logger="dcsr.download"), serve(mirror, faults=Faults(no_length=True)) as url:
+    with caplog.at_level(logging.INFO, logger="dcsr.data.download"), serve(mirror, faults=Faults(no_length=True)) as url:
         assert fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock) == dest
     digest = hashlib.sha256(data).hexdigest()
     assert dest.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["lock.json", CORPUS]
@@ -410,7 +410,7 @@ def test_a_cut_body_without_content_length_cannot_be_told_and_is_unverified(mirr
 def test_a_sha256_verifies_a_body_without_content_length(mirror, tmp_path, caplog):
     data = (mirror / CORPUS_PATH).read_bytes()
     dest, lock = tmp_path / CORPUS, tmp_path / "lock.json"
-    with caplog.at_level(logging.INFO, logger="dcsr.download"), serve(mirror, faults=Faults(no_length=True)) as url:
+    with caplog.at_level(logging.INFO, logger="dcsr.data.download"), serve(mirror, faults=Faults(no_length=True)) as url:
         fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, sha256=hashlib.sha256(data).hexdigest())
     # a cut body is then caught by the checksum, and never lands
     with serve(mirror, faults=Faults(no_length=True, cut_after=1000)) as url:

@@ -1,9 +1,9 @@
 import numpy as np
 import torch
 
-from dcsr.embed import embed_corpus_shard, embed_questions, length_sorted_batches
-from dcsr.formats import Passage, write_corpus
-from dcsr.model import build_biencoder, load_biencoder, save_biencoder, tokenize_passages, tokenize_questions
+from dcsr.retrieval.embed import embed_corpus_shard, embed_questions, length_sorted_batches
+from dcsr.data.formats import Passage, write_corpus
+from dcsr.models.biencoder import build_biencoder, load_biencoder, save_biencoder, tokenize_passages, tokenize_questions
 
 
 def test_length_sorted_batches_cover_rows_once():
@@ -59,7 +59,7 @@ def test_fp16_storage_and_questions(tmp_path, tiny_bert):
 
 
 def test_question_sets_share_one_model_load_and_match_single_sets(tmp_path, tiny_bert, monkeypatch):
-    import dcsr.embed as embed
+    import dcsr.retrieval.embed as embed
 
     tok, model = build_biencoder(str(tiny_bert))
     save_biencoder(model, tok, tmp_path / "m", {"pooling": "cls"})

@@ -3,9 +3,9 @@ import json
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.evaluate import evaluate_run, first_hit_ranks, topk_recall
-from dcsr.formats import QA, Passage, write_corpus, write_qas
-from dcsr.runs import write_trec
+from dcsr.evaluation.metrics import evaluate_run, first_hit_ranks, topk_recall
+from dcsr.data.formats import QA, Passage, write_corpus, write_qas
+from dcsr.data.runs import write_trec
 
 
 def test_topk_recall_by_hand():
@@ -31,7 +31,7 @@ def test_evaluate_run_end_to_end(tmp_path):
 
 
 def test_one_parser_reads_a_run_as_hits_and_as_arrays(tmp_path):
-    from dcsr.runs import read_trec, run_arrays, write_trec
+    from dcsr.data.runs import read_trec, run_arrays, write_trec
 
     write_trec(tmp_path / "r.trec", {0: [(7, 2.5), (3, 1.0)], 1: [], 2: [(9, 0.5)]}, tag="t")
     assert read_trec(tmp_path / "r.trec") == {0: [(7, 2.5), (3, 1.0)], 1: [], 2: [(9, 0.5)]}

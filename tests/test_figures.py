@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.figures import plot_validation, read_validation, validation_curves_table
+from dcsr.evaluation.figures import plot_validation, read_validation, validation_curves_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import (QA, Passage, iter_biencoder, iter_json_array, iter_passages, iter_qas, write_biencoder,
+from dcsr.data.formats import (QA, Passage, iter_biencoder, iter_json_array, iter_passages, iter_qas, write_biencoder,
                           write_corpus, write_qas)
 
 

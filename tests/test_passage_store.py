@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.evaluate import evaluate_run
-from dcsr.formats import Passage, passage_texts, write_corpus, write_qas, QA
-from dcsr.passage_store import PassageStore, build_store, store_files
+from dcsr.evaluation.metrics import evaluate_run
+from dcsr.data.formats import Passage, passage_texts, write_corpus, write_qas, QA
+from dcsr.data.passage_store import PassageStore, build_store, store_files
 
 
 def awkward_corpus(n=300, seed=3):
@@ -81,7 +81,7 @@ def test_evaluate_run_scores_the_same_from_a_store(tmp_path):
 
 @pytest.mark.parametrize("num_shards", [1, 3, 7])
 def test_store_shards_are_the_streamed_shards(tmp_path, num_shards):
-    from dcsr.embed import shard_passages
+    from dcsr.retrieval.embed import shard_passages
 
     ps = awkward_corpus(50, seed=num_shards)
     tsv = tmp_path / "psgs_w100.tsv"

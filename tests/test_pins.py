@@ -1,4 +1,4 @@
-"""Regression pins (dcsr.pins, config/pins.yaml): a moved cell fails and is named."""
+"""Regression pins (dcsr.evaluation.pins, config/pins.yaml): a moved cell fails and is named."""
 
 import csv
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dcsr.errors import InputError
-from dcsr.pins import compare, failures, load_pins, report, update_pins
+from dcsr.evaluation.pins import compare, failures, load_pins, report, update_pins
 
 ROWS = [("BM25", "trivia", "top1", "40.00", "10"), ("BM25", "trivia", "top5", "70.00", "10"),
         ("DPR", "trivia", "top1", "50.00", "10"), ("DPR", "trivia", "top5", "80.00", "10")]
@@ -90,7 +90,7 @@ def test_the_project_pins_file_has_both_runs(repo):
 
 
 def test_by_precision_checks_the_pins_of_what_auto_means_on_this_cpu(tmp_path, repo):
-    from dcsr.precision import resolve
+    from dcsr.models.precision import resolve
 
     table = _table(tmp_path / "t.csv", ROWS)
     base = {"table": "t", "tolerance": 0.5, "questions": {}, "cells": {}}
@@ -109,7 +109,7 @@ def test_by_precision_checks_the_pins_of_what_auto_means_on_this_cpu(tmp_path, r
 
 
 def test_pins_of_this_kind_of_cpu_are_strict_and_otherwise_any_variant_may_match(tmp_path):
-    from dcsr.pins import check_variants
+    from dcsr.evaluation.pins import check_variants
 
     table = _table(tmp_path / "t.csv", ROWS)
     cells = {}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from dcsr import precision
+from dcsr.models import precision
 from dcsr.errors import InputError
 
 
@@ -32,8 +32,8 @@ def test_fp16_on_a_cpu_and_unknown_values_are_errors():
 
 
 def test_bf16_vectors_agree_with_fp32(tiny_bert):
-    from dcsr.embed import encode_texts
-    from dcsr.model import build_biencoder
+    from dcsr.retrieval.embed import encode_texts
+    from dcsr.models.biencoder import build_biencoder
 
     tok, model = build_biencoder(str(tiny_bert))
     model.eval()

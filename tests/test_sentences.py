@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import Passage, SENTENCES_HEADER, iter_sentence_table, passage_sentences, write_corpus
-from dcsr.sentences import (
+from dcsr.data.formats import Passage, SENTENCES_HEADER, iter_sentence_table, passage_sentences, write_corpus
+from dcsr.data.sentences import (
     DEFAULT_SPLITTER,
     SPLITTER_PACKAGES,
     SPLITTERS,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dcsr.config import check_config
+from dcsr.pipeline.config import check_config
 from dcsr.errors import InputError
 from dcsr.settings import DCSR_TRAIN, SECTIONS, TRAIN, check_sections, markdown_table, reference
 
@@ -138,8 +138,8 @@ def test_defaults_are_filled_from_the_one_definition(cfg):
 
 
 def test_the_training_code_reads_the_same_definition():
-    from dcsr.sentence_aware import SentenceSampleBuilder
-    from dcsr.train import validate_settings
+    from dcsr.training.sentence_samples import SentenceSampleBuilder
+    from dcsr.training.loop import validate_settings
 
     full = validate_settings({})
     assert full == {**{k: s.default for k, s in TRAIN.items()}, "dev_batch_size": TRAIN["batch_size"].default}
@@ -151,9 +151,9 @@ def test_the_training_code_reads_the_same_definition():
 
 def test_docs_settings_is_the_definition(repo):
     """config/README.md holds the settings reference generated from dcsr.settings
-    (python -m dcsr.config_docs > config/README.md)."""
+    (python -m dcsr.pipeline.config_docs > config/README.md)."""
     assert reference() in (repo / "config" / "README.md").read_text(), \
-        "config/README.md is out of date: run python -m dcsr.config_docs > config/README.md"
+        "config/README.md is out of date: run python -m dcsr.pipeline.config_docs > config/README.md"
     assert "| `pooling` | str | `auto` | auto, cls, mean |" in markdown_table("train")
 
 

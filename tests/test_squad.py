@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import iter_passages, read_biencoder, read_qas
-from dcsr.squad import CROSSES, article_splits, parse_article_range, squad_to_dpr, write_squad_dpr
+from dcsr.data.formats import iter_passages, read_biencoder, read_qas
+from dcsr.data.squad import CROSSES, article_splits, parse_article_range, squad_to_dpr, write_squad_dpr
 
 
 def qa(qid, question, context, *answers):
@@ -243,7 +243,7 @@ def test_the_vendored_squad_subset_is_licensed_small_and_reads(repo):
 def test_a_url_source_is_downloaded_once_and_pinned_in_the_lock_file(tmp_path, repo):
     """config/squad.yaml names the official URL: prepare_squad.py downloads it (here from
     127.0.0.1), records its sha256 in the downloads' lock file, and refuses a changed file later."""
-    from dcsr.httpserve import serve
+    from dcsr.fixtures.httpserve import serve
 
     site = tmp_path / "site"
     site.mkdir()

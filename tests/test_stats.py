@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import write_biencoder
-from dcsr.stats import coverage_statistics, coverage_statistics_of, questions_per_gold_passage, write_table1
+from dcsr.data.formats import write_biencoder
+from dcsr.evaluation.stats import coverage_statistics, coverage_statistics_of, questions_per_gold_passage, write_table1
 
 PAPER_YAML = """
 dcsr_table1:
@@ -228,7 +228,7 @@ def appendix_b_example(tmp_path):
 
 
 def test_appendix_b_counts_by_hand(tmp_path):
-    from dcsr.stats import dev_positives_in_train
+    from dcsr.evaluation.stats import dev_positives_in_train
 
     s = dev_positives_in_train(*appendix_b_example(tmp_path))
     assert s["dev_questions"] == 3 and s["questions"] == 2
@@ -239,7 +239,7 @@ def test_appendix_b_counts_by_hand(tmp_path):
 
 
 def test_appendix_b_regex_match_type(tmp_path):
-    from dcsr.stats import dev_positives_in_train
+    from dcsr.evaluation.stats import dev_positives_in_train
 
     train = write(tmp_path, "train.json", [qa("t", ["a"], ctx("Paris", "a", "1"))])
     dev = write(tmp_path, "dev.json", [qa("q", ["x+y"], ctx("Paris", "xxxy", "1"))])
@@ -248,7 +248,7 @@ def test_appendix_b_regex_match_type(tmp_path):
 
 
 def test_appendix_b_table_has_the_paper_numbers_beside_ours(tmp_path, repo):
-    from dcsr.stats import dev_positives_in_train, write_appendix_b
+    from dcsr.evaluation.stats import dev_positives_in_train, write_appendix_b
 
     s = dev_positives_in_train(*appendix_b_example(tmp_path))
     csv_path, md_path = tmp_path / "b.csv", tmp_path / "b.md"

@@ -5,8 +5,8 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import Passage, iter_passages, write_corpus
-from dcsr.subsets import iter_subset, sample_rows, write_corpus_subset
+from dcsr.data.formats import Passage, iter_passages, write_corpus
+from dcsr.data.subsets import iter_subset, sample_rows, write_corpus_subset
 
 
 @pytest.fixture()

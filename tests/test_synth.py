@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 
-from dcsr.answers import has_answer, tokens
+from dcsr.data.answers import has_answer, tokens
 from dcsr.errors import InputError
-from dcsr.formats import iter_biencoder, iter_passages, iter_qas
-from dcsr.synth import DEFAULT_DOMAINS, MAX_WORDS, MIN_WORDS, build_demo, generate_demo
+from dcsr.data.formats import iter_biencoder, iter_passages, iter_qas
+from dcsr.fixtures.synth import DEFAULT_DOMAINS, MAX_WORDS, MIN_WORDS, build_demo, generate_demo
 
 SMALL = dict(n_entities=300, dev_fraction=0.1, test_fraction=0.1)
 FILES = ["psgs_w100.tsv"] + [f"{d}-{s}" for d in DEFAULT_DOMAINS for s in ("train.json", "dev.json", "test.qa.csv")]

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from dcsr.tables import Cell, table_cells
+from dcsr.evaluation.tables import Cell, table_cells
 
 # DCSR Table 7's shape: columns NQ and Trivia, one row per corpus size, each row searching
 # the column's questions over its own corpus, and Table 2 Single's one model per column.
@@ -61,7 +61,7 @@ def test_make_table_script_fills_cells_and_paper_numbers(repo, tmp_path):
 
 
 def test_sentence_level_rows_show_their_hasans_temperature(tmp_path):
-    from dcsr.tables import Row, write_retrieval_table
+    from dcsr.evaluation.tables import Row, write_retrieval_table
 
     rows = [Row("DPR", "t", {"questions": 10, "top1": 40.0}),
             Row("DCSR", "t", {"questions": 10, "hasans_temperature": 4.0, "top1": 50.0})]

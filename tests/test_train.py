@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from dcsr.errors import InputError
-from dcsr.formats import read_biencoder
-from dcsr.model import build_biencoder, load_biencoder
-from dcsr.train import (SampleBuilder, build_samples, evaluate, gather_rows, DistContext, load_settings,
+from dcsr.data.formats import read_biencoder
+from dcsr.models.biencoder import build_biencoder, load_biencoder
+from dcsr.training.loop import (SampleBuilder, build_samples, evaluate, gather_rows, DistContext, load_settings,
                         nll_loss, sample_rng, train, validate_settings)
 
 # Single-token words of the WordPiece vocabulary: each question and its positive share one.
@@ -66,7 +66,7 @@ def _log(path):
 
 
 def test_targets_index_the_positives(tiny_bert):
-    from dcsr.model import load_tokenizer
+    from dcsr.models.biencoder import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_bert))
     records = make_records(12)[:3]

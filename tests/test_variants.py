@@ -4,8 +4,8 @@ import sys
 import pytest
 
 from dcsr.errors import InputError
-from dcsr.formats import QA, read_biencoder, read_qas, write_biencoder
-from dcsr.variants import concat_biencoder, write_dev_questions
+from dcsr.data.formats import QA, read_biencoder, read_qas, write_biencoder
+from dcsr.data.variants import concat_biencoder, write_dev_questions
 
 
 def rec(q, answers, pid=None):

@@ -75,7 +75,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     results = tmp_path / "results"
     # the regression pins (config/pins.yaml, run "ci"): every cell as pinned on this kind of CPU
     # (ci@<machine>), or as on one of the kinds it was pinned on; each moved cell named
-    from dcsr.pins import check_variants, failures, report
+    from dcsr.evaluation.pins import check_variants, failures, report
 
     variant, cells, problems, _same = check_variants(repo / "config" / "pins.yaml", "ci",
                                                      results / "tables" / "dpr_dcsr.csv")
@@ -332,7 +332,7 @@ def test_multi_node_training_is_srun_torchrun_with_a_rendezvous(repo, tmp_path):
     r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr"), "-n",
                   "--configfile", str(repo / "config" / "generated.yaml"), str(over))
     assert r.returncode != 0
-    assert "train.nodes of model dpr" in r.stdout + r.stderr
+    assert "config: train.nodes: model dpr trains over 2 nodes" in r.stdout + r.stderr
 
 
 def test_subsets_variants_and_multi_training_dag(repo, tmp_path):

@@ -80,7 +80,7 @@ def test_the_strict_loader_is_cheap_to_import():
 
 
 def test_paper_numbers_appendix_b_has_the_statistics_the_code_reads():
-    from dcsr.stats import APPENDIX_B, APPENDIX_B_STATISTICS
+    from dcsr.evaluation.stats import APPENDIX_B, APPENDIX_B_STATISTICS
 
     entry = strict_load(REPO / "config" / "paper_numbers.yaml")[APPENDIX_B]
     assert entry["source"].startswith("DCSR paper, Appendix B")

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 
-from .errors import InputError
+from dcsr.errors import InputError
 
 
 def script(main):

@@ -4,8 +4,8 @@ The config sections ``train``, ``dcsr``, ``bm25``, ``mining``, ``embed``, ``inde
 ``search`` and ``evaluate`` (and a model's own ``train:``) are checked against these
 definitions when Snakemake builds the DAG (``rules/common.smk``), and the training code
 fills its defaults and checks its ``--settings`` from the same table
-(:func:`dcsr.train.validate_settings`). Nothing here imports torch. :func:`reference` is the
-settings part of config/README.md (``python -m dcsr.config_docs > config/README.md``).
+(:func:`dcsr.training.loop.validate_settings`). Nothing here imports torch. :func:`reference` is the
+settings part of config/README.md (``python -m dcsr.pipeline.config_docs > config/README.md``).
 
 An unknown key, a wrong type or a value out of range is an :class:`~dcsr.errors.InputError`
 naming the key where it sits (``config: models.dcsr.train.poolng``) and, for an unknown key,
@@ -18,7 +18,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .errors import InputError
+from dcsr.errors import InputError
 
 _NONE = type(None)
 
@@ -68,7 +68,7 @@ AMP = ("auto", "bf16", "fp16", "off")
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 
-#: What a bi-encoder's training reads (``dcsr.train``). Defaults are DPR's (paper and its
+#: What a bi-encoder's training reads (``dcsr.training.loop``). Defaults are DPR's (paper and its
 #: ``biencoder_nq`` config). Every one of them determines the model except the three in
 #: :data:`NOT_IN_FINGERPRINT`.
 TRAIN: dict[str, Setting] = {
@@ -120,7 +120,7 @@ LAUNCH: dict[str, Setting] = {
     "cpus_per_gpu": _s(int, 2, "CPU cores per GPU of a training job (threads)", low=1),
 }
 
-#: DCSR's sample building (``dcsr.sentence_aware``): set under ``dcsr:`` or a DCSR model's ``train:``.
+#: DCSR's sample building (``dcsr.models.markers``): set under ``dcsr:`` or a DCSR model's ``train:``.
 DCSR_TRAIN: dict[str, Setting] = {
     "sampling": _s(str, "inpassage_bm25", "DCSR negatives (Table 4): bm25_1 (+1 BM25), bm25_2 (+2 BM25), "
                                           "inpassage_bm25 (+1 in-passage +1 BM25)", choices=SAMPLINGS),
@@ -311,7 +311,7 @@ _INTRO = {
 
 def reference() -> str:
     """Every section's table: the settings part of config/README.md (``python -m dcsr.settings``
-    prints it alone; ``python -m dcsr.config_docs > config/README.md`` writes the whole file)."""
+    prints it alone; ``python -m dcsr.pipeline.config_docs > config/README.md`` writes the whole file)."""
     parts = ["## Settings", "",
              "Generated from `src/dcsr/settings.py` (`python -m dcsr.settings` prints this part alone), the one "
              "definition that `snakemake` checks the config against before the first job and that the training "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import InputError, at
+from dcsr.errors import InputError, at
 
 __all__ = ["StrictLoader", "strict_load"]
 

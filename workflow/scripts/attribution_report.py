@@ -1,4 +1,4 @@
-"""Encoder attribution tables and figures from the pair matrix (see dcsr.attribution_report).
+"""Encoder attribution tables and figures from the pair matrix (see dcsr.attribution.report).
 
   table2     Table 2: tandem zero-shot            --csv --md --paper
   marginals  Figure 2 + pair-matrix heatmap       --family --csv --md --png --heatmap-png --heatmap-csv
@@ -9,7 +9,7 @@
 import argparse
 import json
 
-from dcsr.attribution_report import (AttributionSpec, read_pair_matrix, write_best_fraction_table,
+from dcsr.attribution.report import (AttributionSpec, read_pair_matrix, write_best_fraction_table,
                                      write_family_comparison, write_marginalization, write_sweep, write_tandem_table)
 from dcsr.cli import script
 from dcsr.errors import InputError

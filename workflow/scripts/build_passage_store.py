@@ -1,10 +1,10 @@
 """Write a corpus's passage store (passages.jsonl, ids.npy, offsets.npy) for random access by
-id: scoring a run then reads only the passages it retrieved (dcsr.passage_store)."""
+id: scoring a run then reads only the passages it retrieved (dcsr.data.passage_store)."""
 import argparse
 import logging
 
 from dcsr.cli import script
-from dcsr.passage_store import build_store
+from dcsr.data.passage_store import build_store
 
 
 @script

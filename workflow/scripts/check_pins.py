@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from dcsr.cli import script
-from dcsr.pins import check_variants, failures, machine_key, report, update_pins, variants
+from dcsr.evaluation.pins import check_variants, failures, machine_key, report, update_pins, variants
 
 
 @script
@@ -24,7 +24,7 @@ def main():
     ap.add_argument("--why", help="with --update: why the pinned numbers move (kept in the file)")
     a = ap.parse_args()
     if a.by_precision:  # the default config computes in bf16 on CPUs with AMX: other numbers than fp32
-        from dcsr.precision import resolve
+        from dcsr.models.precision import resolve
 
         a.run = f"{a.run}-{resolve('auto', 'cpu')}"
     if a.update:

@@ -8,7 +8,7 @@ import logging
 
 from dcsr.cli import script
 from dcsr.fsutil import atomic_open
-from dcsr.hasans import choose_temperature
+from dcsr.retrieval.hasans import choose_temperature
 
 
 @script

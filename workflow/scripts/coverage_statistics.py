@@ -3,9 +3,9 @@ overlap and unique passage coverage of training sets and of the sweep's samples.
 import argparse
 import json
 
-from dcsr.attribution_report import write_coverage
+from dcsr.attribution.report import write_coverage
 from dcsr.cli import script
-from dcsr.stats import coverage_statistics
+from dcsr.evaluation.stats import coverage_statistics
 
 
 @script

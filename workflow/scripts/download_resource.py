@@ -3,8 +3,8 @@ import argparse
 import logging
 
 from dcsr.cli import script
-from dcsr.download import fetch
-from dcsr.resources import resource_of_file
+from dcsr.data.download import fetch
+from dcsr.pipeline.resources import resource_of_file
 
 
 @script

@@ -4,7 +4,7 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.embed import embed_question_sets, qas_questions
+from dcsr.retrieval.embed import embed_question_sets, qas_questions
 
 
 @script
@@ -15,7 +15,7 @@ def main():
                     help="a DPR qas TSV and where its question vectors go (repeat for more sets)")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.precision)")
+    ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.models.precision)")
     a = ap.parse_args()
     sets = [(qas_questions(qas), out) for qas, out in a.set]
     for stats in embed_question_sets(a.model, sets, batch_size=a.batch_size, device=a.device,

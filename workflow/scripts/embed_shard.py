@@ -5,7 +5,7 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.embed import embed_corpus_shard
+from dcsr.retrieval.embed import embed_corpus_shard
 
 
 @script
@@ -19,7 +19,7 @@ def main():
     ap.add_argument("--max-length", type=int, default=None)
     ap.add_argument("--fp16", action="store_true", help="store float16 vectors (and autocast on GPU)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.precision)")
+    ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.models.precision)")
     ap.add_argument("--vectors", required=True)
     ap.add_argument("--ids", required=True)
     ap.add_argument("--sentence-numbers", default=None, help="output: sentence number of each vector (.npy)")

@@ -2,7 +2,7 @@
 import argparse
 
 from dcsr.cli import script
-from dcsr.evaluate import evaluate_run
+from dcsr.evaluation.metrics import evaluate_run
 
 
 @script
@@ -10,7 +10,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--run", required=True)
     ap.add_argument("--questions", required=True, help="DPR qas TSV")
-    ap.add_argument("--corpus", required=True, help="DPR passage TSV, or its passage store (a directory: dcsr.passage_store)")
+    ap.add_argument("--corpus", required=True, help="DPR passage TSV, or its passage store (a directory: dcsr.data.passage_store)")
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--per-question", default=None)
     ap.add_argument("--ks", default="1,5,20,100")

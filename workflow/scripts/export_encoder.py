@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
     ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
     args = ap.parse_args(argv)
-    from dcsr.methods import builder_class
-    from dcsr.train import export_untrained, load_settings
+    from dcsr.training.methods import builder_class
+    from dcsr.training.loop import export_untrained, load_settings
 
     export_untrained(load_settings(args.settings), args.init, args.output, builder_cls=builder_class(args.method))
     return 0

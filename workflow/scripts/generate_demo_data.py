@@ -11,7 +11,7 @@ import sys
 
 from dcsr.cli import script
 from dcsr.errors import InputError
-from dcsr.synth import DEFAULT_DOMAINS, build_demo, generate_demo, summarize, write_demo
+from dcsr.fixtures.synth import DEFAULT_DOMAINS, build_demo, generate_demo, summarize, write_demo
 
 
 @script
@@ -23,7 +23,7 @@ def main():
     ap.add_argument("--train-out")
     ap.add_argument("--dev-out")
     ap.add_argument("--test-out")
-    # Unset options take the generator's own defaults (dcsr.synth), defined there once.
+    # Unset options take the generator's own defaults (dcsr.fixtures.synth), defined there once.
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--n-entities", type=int, default=None)
     ap.add_argument("--domains", default="encyclopedia",

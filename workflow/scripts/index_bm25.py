@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 
-from dcsr.bm25 import build_index
+from dcsr.retrieval.bm25 import build_index
 from dcsr.cli import script
 
 

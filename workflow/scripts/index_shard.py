@@ -4,7 +4,7 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.index import index_shard
+from dcsr.retrieval.index import index_shard
 
 
 @script

@@ -4,7 +4,7 @@ import argparse
 import json
 
 from dcsr.cli import script
-from dcsr.stats import dev_positives_in_train, write_appendix_b
+from dcsr.evaluation.stats import dev_positives_in_train, write_appendix_b
 
 
 @script

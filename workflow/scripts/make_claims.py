@@ -1,8 +1,8 @@
-"""Write the claims ledger (dcsr.claims) from a spec of claims and their runs' per-question results."""
+"""Write the claims ledger (dcsr.evaluation.claims) from a spec of claims and their runs' per-question results."""
 import argparse
 import json
 
-from dcsr.claims import ledger_rows, write_ledger
+from dcsr.evaluation.claims import ledger_rows, write_ledger
 from dcsr.cli import script
 
 

@@ -3,7 +3,7 @@ searched and scored as a test set (DCSR Table 8: SQuAD dev against SQuAD test)."
 import argparse
 
 from dcsr.cli import script
-from dcsr.variants import write_dev_questions
+from dcsr.data.variants import write_dev_questions
 
 
 @script

@@ -1,7 +1,7 @@
 """Write miniature stand-ins of DPR's data files and SQuAD v1.1 into one folder, from a seed.
 
 Every file under its DPR (or SQuAD) name and in its format, plus MANIFEST.json (bytes and
-sha256 of each); see dcsr.mini. Prints a summary as JSON on stdout; progress on stderr.
+sha256 of each); see dcsr.fixtures.mini. Prints a summary as JSON on stdout; progress on stderr.
 """
 
 import argparse
@@ -9,7 +9,7 @@ import json
 import sys
 
 from dcsr.cli import script
-from dcsr.mini import DEFAULT_HARD_NEGATIVES, DEFAULT_N_ENTITIES, DEFAULT_SEED, DEFAULT_SIZES, write_paper_mini
+from dcsr.fixtures.mini import DEFAULT_HARD_NEGATIVES, DEFAULT_N_ENTITIES, DEFAULT_SEED, DEFAULT_SIZES, write_paper_mini
 
 
 @script

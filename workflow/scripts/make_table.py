@@ -3,7 +3,7 @@ import argparse
 import json
 
 from dcsr.cli import script
-from dcsr.tables import Row, load_paper_numbers, read_metrics, table_cells, write_retrieval_table
+from dcsr.evaluation.tables import Row, load_paper_numbers, read_metrics, table_cells, write_retrieval_table
 
 
 @script

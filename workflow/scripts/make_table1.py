@@ -9,7 +9,7 @@ import json
 
 from dcsr.cli import script
 from dcsr.errors import InputError
-from dcsr.stats import questions_per_gold_passage, write_table1
+from dcsr.evaluation.stats import questions_per_gold_passage, write_table1
 
 
 @script

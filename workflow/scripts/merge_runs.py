@@ -7,9 +7,9 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.evaluate import evaluate_run
-from dcsr.index import merge_shard_hits, topk_to_run
-from dcsr.runs import write_trec
+from dcsr.evaluation.metrics import evaluate_run
+from dcsr.retrieval.index import merge_shard_hits, topk_to_run
+from dcsr.data.runs import write_trec
 
 
 @script
@@ -41,7 +41,7 @@ def main():
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(a.temperature_file, f"cannot read the chosen temperature: {e}")
     if a.hasans:
-        from dcsr.hasans import merge_sentence_hits
+        from dcsr.retrieval.hasans import merge_sentence_hits
 
         logging.info("HasAns temperature %g%s", a.temperature, " (chosen on dev)" if a.temperature_file else "")
         scores, ids = merge_sentence_hits(a.shards, a.k, a.temperature)

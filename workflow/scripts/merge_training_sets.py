@@ -3,7 +3,7 @@ JSON each, streamed: the training data of a model trained on a list of datasets 
 import argparse
 
 from dcsr.cli import script
-from dcsr.variants import concat_biencoder
+from dcsr.data.variants import concat_biencoder
 
 
 @script

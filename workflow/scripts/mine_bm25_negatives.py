@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 
-from dcsr.bm25 import B, K1, mine_hard_negatives
+from dcsr.retrieval.bm25 import B, K1, mine_hard_negatives
 from dcsr.cli import script
 
 

@@ -6,7 +6,7 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.mining import mine_dense_negatives
+from dcsr.retrieval.mining import mine_dense_negatives
 
 
 @script

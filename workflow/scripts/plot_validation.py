@@ -9,7 +9,7 @@ import json
 
 from dcsr.cli import script
 from dcsr.errors import InputError
-from dcsr.figures import plot_validation, read_validation, validation_curves_table
+from dcsr.evaluation.figures import plot_validation, read_validation, validation_curves_table
 
 
 @script

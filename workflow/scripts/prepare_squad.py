@@ -1,7 +1,7 @@
 """Turn a SQuAD v1.1 JSON file (a local path or an http(s) URL) into DPR's formats.
 
 Writes the corpus (``--corpus-out``, psgs_w100.tsv), the train and dev biencoder JSON and the
-test qas TSV, split by article (see :mod:`dcsr.squad`). Prints the statistics as JSON on
+test qas TSV, split by article (see :mod:`dcsr.data.squad`). Prints the statistics as JSON on
 stdout; progress on stderr.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from dcsr.cli import script
-from dcsr.download import fetch
+from dcsr.data.download import fetch
 from dcsr.errors import InputError
-from dcsr.squad import (DEFAULT_PASSAGE_WORDS, DEFAULT_SEED, DEFAULT_SPLIT, parse_article_range, squad_to_dpr,
+from dcsr.data.squad import (DEFAULT_PASSAGE_WORDS, DEFAULT_SEED, DEFAULT_SPLIT, parse_article_range, squad_to_dpr,
                         write_squad_dpr)
 
 
@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--sha256", help="expected sha256 of the source file")
     ap.add_argument("--lock", help="the downloads' lock file: a URL's size and sha256 are recorded there at first "
                                    "download and checked on every later use")
-    # Unset options take the converter's own defaults (dcsr.squad), defined there once.
+    # Unset options take the converter's own defaults (dcsr.data.squad), defined there once.
     ap.add_argument("--passage-words", type=int, default=DEFAULT_PASSAGE_WORDS)
     for s in ("train", "dev", "test"):
         ap.add_argument(f"--{s}", type=size, default=DEFAULT_SPLIT[s],

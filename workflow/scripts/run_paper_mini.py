@@ -1,7 +1,7 @@
 """Run the miniature stand-in of the paper pipeline end to end (issue 6's proof of the DAG).
 
-Writes miniature versions of every file of DPR's resource map and SQuAD v1.1 (dcsr.mini), lays
-them out as DPR's and SQuAD's sites, serves them from 127.0.0.1 (dcsr.httpserve), and runs
+Writes miniature versions of every file of DPR's resource map and SQuAD v1.1 (dcsr.fixtures.mini), lays
+them out as DPR's and SQuAD's sites, serves them from 127.0.0.1 (dcsr.fixtures.httpserve), and runs
 Snakemake over config/paper.yaml + config/paper-mini.yaml in its own folder, with the server's
 address as downloads.base_url: the real download rule fetches them like the real files.
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 
 from dcsr.cli import script
-from dcsr.httpserve import serve
-from dcsr.mini import write_paper_mini
-from dcsr.resources import lay_out_site
+from dcsr.fixtures.httpserve import serve
+from dcsr.fixtures.mini import write_paper_mini
+from dcsr.pipeline.resources import lay_out_site
 
 REPO = Path(__file__).resolve().parents[2]
 

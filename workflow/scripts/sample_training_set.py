@@ -6,7 +6,7 @@ seed, kept in file order: a smaller fraction's sample is inside every larger one
 import argparse
 import logging
 
-from dcsr.attribution import count_records, nested_samples, write_sample
+from dcsr.attribution.analysis import count_records, nested_samples, write_sample
 from dcsr.cli import script
 
 

@@ -9,10 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dcsr.bm25 import B, K1, search_to_run
+from dcsr.retrieval.bm25 import B, K1, search_to_run
 from dcsr.cli import script
-from dcsr.formats import iter_qas, output_folder
-from dcsr.runs import read_trec, write_trec
+from dcsr.data.formats import iter_qas, output_folder
+from dcsr.data.runs import read_trec, write_trec
 
 
 @script
@@ -31,14 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     questions = [qa.question for qa in iter_qas(args.questions)]
     log.info("%s: %d questions", args.questions, len(questions))
     # Anserini writes the run (best first, ties broken by docid); re-write it through
-    # dcsr.runs so that every run file of the pipeline has the same format and tag.
+    # dcsr.data.runs so that every run file of the pipeline has the same format and tag.
     out_dir = Path(args.output).resolve().parent
     with output_folder(out_dir), tempfile.TemporaryDirectory(prefix=".bm25-run.", dir=out_dir) as tmp:
         raw = Path(tmp) / "anserini.trec"
         search_to_run(args.index, enumerate(questions), raw, k=args.k, threads=args.threads,
                       k1=args.k1, b=args.b, memory=args.memory)
         run = read_trec(raw)
-    # every question is in the run; one without hits as a '# no hits' line (dcsr.runs)
+    # every question is in the run; one without hits as a '# no hits' line (dcsr.data.runs)
     empty = len(questions) - sum(1 for q in range(len(questions)) if run.get(q))
     write_trec(args.output, {q: run.get(q, []) for q in range(len(questions))}, tag="bm25")
     if empty:

@@ -7,7 +7,7 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.index import search_shard_many
+from dcsr.retrieval.index import search_shard_many
 
 
 @script
@@ -27,7 +27,7 @@ def main():
     gpu = {"auto": "auto", "true": True, "false": False}[a.gpu]
     k = a.k
     if a.sentence_stats or a.sentences_per_passage:
-        from dcsr.hasans import sentence_search_depth
+        from dcsr.retrieval.hasans import sentence_search_depth
 
         k = sentence_search_depth(a.k, a.sentence_stats, a.sentences_per_passage)
         logging.info("DCSR: searching the top %d sentences for %d passages", k, a.k)

@@ -6,7 +6,7 @@ import logging
 
 from dcsr.cli import script
 from dcsr.fsutil import atomic_open
-from dcsr.sentences import DEFAULT_SPLITTER, SPLITTERS, split_corpus
+from dcsr.data.sentences import DEFAULT_SPLITTER, SPLITTERS, split_corpus
 
 
 @script
@@ -14,7 +14,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--corpus", required=True, help="DPR passage TSV (id, text, title; .gz read too)")
     ap.add_argument("--output", required=True, help="sentence table TSV to write")
-    # Not argparse choices: an unknown name is reported by dcsr.sentences as one error line.
+    # Not argparse choices: an unknown name is reported by dcsr.data.sentences as one error line.
     ap.add_argument("--splitter", default=DEFAULT_SPLITTER, help=f"one of {', '.join(SPLITTERS)} (default {DEFAULT_SPLITTER})")
     ap.add_argument("--stats", help="also write the statistics (passages, sentences per passage) as JSON here")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

@@ -3,7 +3,7 @@ fraction of them (exact size), ids and order kept; the source is streamed twice,
 import argparse
 
 from dcsr.cli import script
-from dcsr.subsets import write_corpus_subset
+from dcsr.data.subsets import write_corpus_subset
 
 
 @script

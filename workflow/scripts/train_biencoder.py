@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Train a DPR bi-encoder (see dcsr.train). Runs as a plain script or under torchrun:
+"""Train a DPR bi-encoder (see dcsr.training.loop). Runs as a plain script or under torchrun:
 
     python workflow/scripts/train_biencoder.py --train T.json --dev D.json --init CKPT \
         --output DIR --checkpoint-dir DIR [--settings JSON_OR_FILE]
@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
     ap.add_argument("--sentences", default=None, help="DCSR: the corpus's sentence table (else split on the fly)")
     args = ap.parse_args(argv)
-    from dcsr.methods import builder_class
-    from dcsr.train import load_settings, train
+    from dcsr.training.methods import builder_class
+    from dcsr.training.loop import load_settings, train
 
     train(load_settings(args.settings), args.train, args.dev, args.init, args.output, args.checkpoint_dir,
           builder_cls=builder_class(args.method, args.sentences))

@@ -1,0 +1,323 @@
+"""Fetch an input file: a local path as is, or a URL downloaded resumably, checked, and atomically.
+
+A download goes to ``<dest>.part`` and is renamed onto ``dest`` only when complete and checked,
+so ``dest`` never holds a partial or wrong file. Connection errors, truncated bodies and HTTP
+5xx are retried with exponential back-off; each retry (and a later run) resumes the ``.part``
+with an HTTP Range request. A failed download keeps its ``.part`` for that reason; a download
+that fails its check is deleted.
+
+A body that ends before its announced length (``Content-Length``, or the total of a
+``Content-Range``) is incomplete, never complete: it is retried, and the last failure names the URL
+and both byte counts. A body without an announced length ends where the server closes the
+connection, so a cut cannot be told from the end: such a download is *unverified* unless a
+sha256 (given, or in the lock file) checks it, and the log says so, once.
+
+DPR publishes no checksums, so a *lock file* (JSON, ``{file name: {url, size, sha256, verified,
+...}}``) records them at a file's first download, and every later download or reuse of the file is
+checked against it, as a package manager's lock file pins what it fetched. ``verified`` says how
+that first download was checked: ``true`` with ``verified_by`` (``size``: the announced length
+was received; ``sha256``: the configured checksum matched), or ``false`` with a ``reason`` (entries
+written before it existed have neither). Concurrent jobs share the lock file: each update re-reads
+it under an ``fcntl`` lock and rewrites it atomically. Files are fsynced before they are renamed
+into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import http.client
+import json
+import logging
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tqdm import tqdm
+
+from dcsr.errors import InputError
+from dcsr.fsutil import atomic_open, replace_durably
+
+log = logging.getLogger(__name__)
+CHUNK = 1 << 20
+MAX_WAIT = 60.0  # seconds: the longest back-off between two tries
+
+
+def is_url(source: str | os.PathLike) -> bool:
+    return str(source).startswith(("http://", "https://", "file://"))
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def part_path(dest: str | os.PathLike) -> Path:
+    """Where ``dest`` is downloaded to until complete."""
+    dest = Path(dest)
+    return dest.with_name(dest.name + ".part")
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike):
+    """Hold an exclusive ``flock`` on the file ``path`` (created, and removed on exit).
+
+    The holder removes the file while still holding the lock, so a process that was waiting on
+    the removed file re-checks that it locked the file now under that name, and retries if not.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                current = False
+            if current:
+                try:
+                    yield
+                finally:
+                    os.unlink(path)
+                return
+        finally:
+            os.close(fd)
+
+
+def _flock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.flock")
+
+
+# ------------------------------------------------------------------ lock file
+def read_lock(lock: str | os.PathLike) -> dict:
+    """``{file name: {"url", "size", "sha256", "verified", ...}}`` (empty when there is no lock file yet)."""
+    lock = Path(lock)
+    if not lock.exists():
+        return {}
+    try:
+        entries = json.loads(lock.read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"{lock}:{e.lineno}", f"not valid JSON: {e.msg}")
+    if not isinstance(entries, dict):
+        raise InputError(str(lock), "expected a JSON object {file name: {url, size, sha256}}")
+    for name, entry in entries.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
+                and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256", "")))):
+            raise InputError(str(lock), f"entry {name!r} needs an integer 'size' and a lowercase hex 'sha256'")
+        if not isinstance(entry.get("verified", False), bool):
+            raise InputError(str(lock), f"entry {name!r}: 'verified' must be true or false")
+    return entries
+
+
+def record_in_lock(lock: str | os.PathLike, name: str, entry: dict) -> None:
+    """Add ``name``'s entry, keeping every other job's entries (re-read under the lock)."""
+    lock = Path(lock)
+    with exclusive(_flock_path(lock)):
+        entries = read_lock(lock)
+        entries[name] = entry
+        with atomic_open(lock, "w") as fh:
+            json.dump(dict(sorted(entries.items())), fh, indent=1)
+            fh.write("\n")
+
+
+def _check_against_lock(path: Path, name: str, entry: dict, lock: Path, what: str) -> None:
+    size, digest = path.stat().st_size, file_sha256(path)
+    if size != entry["size"] or digest != entry["sha256"]:
+        raise InputError(str(path), f"{what} has sha256 {digest} ({size} bytes), but {lock} records "
+                                    f"{entry['sha256']} ({entry['size']} bytes) for {name}")
+
+
+# ------------------------------------------------------------------ download
+class _Incomplete(Exception):
+    """The body ended before its announced length, or a partial answer did not fit the request
+    (retried, and resumed)."""
+
+
+UNVERIFIED = ("the server sent no Content-Length and no sha256 was given, so a body cut short "
+              "could not be told from a complete one")
+FOUND_IN_PLACE = "it was found in place, not downloaded, and no sha256 was given to check it against"
+
+
+def _length(value: str | None) -> int | None:
+    """A ``Content-Length`` header's value, or None if absent (or not a number)."""
+    try:
+        n = int((value or "").strip())
+    except ValueError:
+        return None
+    return n if n >= 0 else None
+
+
+def _content_range(value: str | None) -> tuple[int | None, int | None]:
+    """(first byte, total size) of a ``Content-Range`` header (``bytes 10-99/100``, ``bytes */100``)."""
+    m = re.fullmatch(r"bytes (?:(\d+)-\d+|\*)/(\d+|\*)", (value or "").strip())
+    if not m:
+        return None, None
+    first, total = m.groups()
+    return (int(first) if first else None), (int(total) if total != "*" else None)
+
+
+def _download(url: str, part: Path, timeout: float, progress: bool) -> int | None:
+    """Stream ``url`` into ``part``, continuing after the bytes already there when the server
+    answers a Range request with 206 (and starting over when it answers 200).
+
+    Returns the file's size as the server announced it (``part`` then holds exactly that many
+    bytes), or None when it announced none. Raises :class:`_Incomplete` when the body ended early.
+    """
+    offset = part.stat().st_size if part.exists() else 0
+    headers = {"User-Agent": "dcsr"}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+    try:
+        resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+    except urllib.error.HTTPError as e:
+        if e.code != 416 or not offset:
+            raise
+        # the .part reaches (or passes) the end of the file
+        if _content_range(e.headers.get("Content-Range"))[1] == offset:
+            return offset
+        log.warning("%s: %s is longer than the file; starting over", url, part)
+        part.unlink()
+        return _download(url, part, timeout, progress)
+    with resp:
+        length = _length(resp.headers.get("Content-Length"))
+        first, total = _content_range(resp.headers.get("Content-Range"))
+        if getattr(resp, "status", None) == 206:
+            if first != offset:  # not the bytes asked for: start over, without a Range
+                if part.exists():
+                    part.unlink()
+                raise _Incomplete(f"HTTP 206 with Content-Range {resp.headers.get('Content-Range')!r} "
+                                  f"in answer to a request for bytes {offset}-")
+            if offset:
+                log.info("%s: resuming after %d bytes", url, offset)
+            mode = "ab"
+            total = total if total is not None else (offset + length if length is not None else None)
+        else:
+            offset, mode, total = 0, "wb", length
+        got = offset
+        # in a rule's log (not a terminal), a line every 30 s rather than every 0.1 s of a 13 GB download
+        with open(part, mode) as fh, tqdm(total=total, initial=offset, unit="B", unit_scale=True,
+                                          desc=part.name.removesuffix(".part"), file=sys.stderr,
+                                          mininterval=0.1 if sys.stderr.isatty() else 30,
+                                          disable=not progress) as bar:
+            while chunk := resp.read(CHUNK):
+                fh.write(chunk)
+                got += len(chunk)
+                bar.update(len(chunk))
+    if total is not None and got != total:
+        raise _Incomplete(f"the response ended after {got} of {total} bytes" if got < total
+                          else f"the response sent {got} bytes, more than the {total} it announced")
+    return total
+
+
+def _download_with_retries(url: str, part: Path, retries: int, timeout: float, progress: bool,
+                           backoff: float) -> int | None:
+    """:func:`_download`, retried; failures as :class:`InputError` naming ``url``."""
+    for attempt in range(retries + 1):
+        try:
+            return _download(url, part, timeout, progress)
+        except (urllib.error.URLError, http.client.HTTPException, OSError, _Incomplete) as e:
+            code = getattr(e, "code", None)
+            why = f"HTTP {code} {e.reason}" if code else str(getattr(e, "reason", "") or e) or type(e).__name__
+            retryable = code is None or code >= 500 or code in (408, 429)
+            if not retryable or attempt == retries:
+                if part.exists() and part.stat().st_size == 0:
+                    part.unlink()
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                kept = f" ({part} is kept: the next try resumes it)" if part.exists() else ""
+                raise InputError(url, f"download failed{tries}: {why}{kept}") from e
+            wait = min(backoff * 2**attempt, MAX_WAIT)
+            log.warning("%s: %s; retrying in %.1f s (%d/%d)", url, why, wait, attempt + 1, retries)
+            time.sleep(wait)
+
+
+def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: int = 3, timeout: float = 60,
+          progress: bool = True, sha256: str | None = None, backoff: float = 1.0,
+          lock: str | os.PathLike | None = None) -> Path:
+    """Return a local path holding ``url_or_path``.
+
+    A local path is returned as is (checked against ``sha256`` if given, never removed).
+    A URL (http, https or file) is downloaded to ``dest`` through ``<dest>.part`` (tries:
+    ``1 + retries``, waiting ``backoff * 2**n`` seconds between them, each resuming the last).
+    A complete ``dest`` that already matches ``sha256`` (or any ``dest``, without one) is reused.
+
+    A body shorter than its announced length is an error (after the retries); one without an
+    announced length and without ``sha256`` is accepted as *unverified*, and logged so (a warning).
+
+    With ``lock`` (a JSON lock file), ``dest``'s size and sha256 are recorded there under its
+    file name when first downloaded (or first seen), with how the download was verified
+    (``verified``, ``verified_by`` or ``reason``), and checked on every later download or
+    reuse: a mismatch raises :class:`InputError` naming the file and both digests, and a
+    mismatching download is deleted, never renamed onto ``dest``. Other failures raise
+    :class:`InputError` naming the URL.
+    """
+    source, want = str(url_or_path), sha256.lower() if sha256 else None
+    if not is_url(source):
+        path = Path(source)
+        if not path.is_file():
+            raise InputError(source, "no such file (give a local path or an http(s) URL)")
+        if want and (got := file_sha256(path)) != want:
+            raise InputError(source, f"sha256 mismatch: expected {want}, found {got}")
+        return path
+    dest, lock = Path(dest), (Path(lock) if lock is not None else None)
+    # one job per file at a time: two would append to the same .part
+    with exclusive(_flock_path(dest)):
+        entry = read_lock(lock).get(dest.name) if lock else None
+        if dest.is_file() and (want is None or file_sha256(dest) == want):
+            if entry:
+                _check_against_lock(dest, dest.name, entry, lock, "the existing file")
+            elif lock:
+                checked = _verification(["sha256"] if want else [], FOUND_IN_PLACE)
+                record_in_lock(lock, dest.name, {"url": source, "size": dest.stat().st_size,
+                                                 "sha256": file_sha256(dest), **checked})
+                if want:
+                    log.info("%s: recorded the existing file in %s (verified: sha256)", dest, lock)
+                else:
+                    log.warning("%s: recorded the existing file in %s as unverified: %s", dest, lock, FOUND_IN_PLACE)
+            log.info("%s: already downloaded to %s", source, dest)
+            return dest
+        part = part_path(dest)
+        if entry and part.exists() and part.stat().st_size > entry["size"]:
+            part.unlink()  # longer than the file it is a part of
+        total = _download_with_retries(source, part, retries, timeout, progress, backoff)
+        size, digest = part.stat().st_size, file_sha256(part)
+        if total is not None and size != total:  # _download checks this; a last guard before the rename
+            part.unlink()
+            raise InputError(source, f"the download has {size} bytes, but the server announced {total}; "
+                                     f"the file was removed")
+        if want and digest != want:
+            part.unlink()
+            raise InputError(source, f"sha256 mismatch: expected {want}, downloaded {digest}; the file was removed")
+        if entry:
+            try:
+                _check_against_lock(part, dest.name, entry, lock, f"the download from {source}")
+            except InputError as e:
+                part.unlink()
+                raise InputError(str(dest), f"{e.problem}; the download was removed (if the file changed on "
+                                            f"purpose, delete its entry from {lock})") from None
+        by = (["size"] if total is not None else []) + (["sha256"] if want else [])
+        checked = _verification(by, UNVERIFIED)
+        replace_durably(part, dest)
+        if lock and not entry:
+            record_in_lock(lock, dest.name, {"url": source, "size": size, "sha256": digest, **checked})
+    done = f"{source}: downloaded to {dest} ({size} bytes, sha256 {digest})"
+    if entry:
+        log.info("%s, checked against %s", done, lock)
+    elif checked["verified"]:
+        log.info("%s, verified: %s", done, " and ".join(checked["verified_by"]))
+    else:  # one line, a warning: the file may be cut short
+        log.warning("%s, NOT verified: %s%s", done, UNVERIFIED, f"; recorded as unverified in {lock}" if lock else "")
+    return dest
+
+
+def _verification(by: list[str], reason: str) -> dict:
+    """The lock entry's fields saying whether, and how, a file was checked when first recorded."""
+    return {"verified": True, "verified_by": by} if by else {"verified": False, "reason": reason}

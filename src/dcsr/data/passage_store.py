@@ -1,0 +1,135 @@
+"""Random access to a corpus's passages by id, for scoring runs at 21M passages.
+
+Scoring a run needs the texts of the passages it retrieved (DPR's ``has_answer``), a few
+hundred thousand ids spread over the whole corpus. Streaming DPR's 21M-passage
+``psgs_w100.tsv.gz`` for them takes minutes per run, and the papers' matrix scores hundreds of
+runs. A *store* is written once per corpus, in one streaming pass:
+
+- ``passages.jsonl``: one passage per line, ``[id, text, title]`` as JSON (so no record spans
+  lines, whatever quoting the TSV used), in corpus order;
+- ``ids.npy`` (int64, sorted) and ``offsets.npy`` (int64): each id's byte offset in it.
+
+:meth:`PassageStore.get` then reads only the wanted lines (memory-mapped index, seeks in file
+order), and :meth:`PassageStore.shard` one embedding shard's rows. The texts are exactly
+:func:`dcsr.data.formats.iter_passages`'s, which checks every row of the corpus while the store is
+built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from dcsr.errors import InputError
+from dcsr.data.formats import Passage, iter_passages, output_folder, passage_texts
+from dcsr.fsutil import atomic_open
+
+TEXT, IDS, OFFSETS = "passages.jsonl", "ids.npy", "offsets.npy"
+
+
+def store_files(directory: str | os.PathLike) -> dict[str, Path]:
+    d = Path(directory)
+    return {"passages": d / TEXT, "ids": d / IDS, "offsets": d / OFFSETS}
+
+
+def build_store(corpus: str | os.PathLike, directory: str | os.PathLike, progress: bool = False) -> int:
+    """Write the store of ``corpus`` (a DPR passage TSV, ``.gz`` or not) into ``directory``.
+
+    Every file is written atomically; a corpus with a bad row or a repeated passage id raises
+    :class:`InputError` (naming the file and line, or the id) and leaves no store behind.
+    Returns the number of passages.
+    """
+    files = store_files(directory)
+    with output_folder(files["passages"].parent):  # no empty store folder left on an error
+        return _build_store(corpus, files, progress)
+
+
+def _build_store(corpus, files: dict[str, Path], progress: bool) -> int:
+    ids, offsets = array("q"), array("q")  # 8 B per passage each (a list would hold 36 B per int)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" passages", desc="store", mininterval=5)
+    with atomic_open(files["passages"], "wb") as fh:
+        pos = 0
+        for p in iter_passages(corpus):
+            line = (json.dumps([p.id, p.text, p.title], ensure_ascii=False) + "\n").encode("utf-8")
+            fh.write(line)
+            ids.append(p.id)
+            offsets.append(pos)
+            pos += len(line)
+            if bar is not None:
+                bar.update(1)
+        id_arr = np.frombuffer(ids, dtype=np.int64)
+        off_arr = np.frombuffer(offsets, dtype=np.int64)
+        del ids, offsets
+        order = np.argsort(id_arr, kind="stable")
+        id_arr, off_arr = id_arr[order], off_arr[order]
+        dup = np.flatnonzero(id_arr[1:] == id_arr[:-1])
+        if len(dup):  # iter_passages reports a repeated id with its line; this is a last check
+            raise InputError(str(corpus), f"passage id {int(id_arr[dup[0]])} occurs more than once; "
+                                          "passage ids must be unique")
+        for key, arr in (("ids", id_arr), ("offsets", off_arr)):
+            with atomic_open(files[key], "wb") as out:
+                np.save(out, arr)
+    if bar is not None:
+        bar.close()
+    return len(id_arr)
+
+
+class PassageStore:
+    """Read passages by id from a store written by :func:`build_store`."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.files = store_files(directory)
+        missing = [str(p) for p in self.files.values() if not p.exists()]
+        if missing:
+            raise InputError(str(directory), f"not a passage store (missing {', '.join(missing)})")
+        self.ids = np.load(self.files["ids"], mmap_mode="r")
+        self.offsets = np.load(self.files["offsets"], mmap_mode="r")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def get(self, wanted: Iterable[int]) -> dict[int, Passage]:
+        """The passages of the ``wanted`` ids that the corpus has (absent ids are left out)."""
+        want = np.unique(np.fromiter((int(w) for w in wanted), dtype=np.int64))
+        if not len(want) or not len(self.ids):
+            return {}
+        pos = np.searchsorted(self.ids, want)
+        pos[pos >= len(self.ids)] = 0
+        found = np.asarray(self.ids[pos]) == want
+        offs = np.sort(np.asarray(self.offsets[pos[found]]))
+        return {p.id: p for p in _read_lines(self.files["passages"], offs)}
+
+    def shard(self, shard: int, num_shards: int) -> list[Passage]:
+        """Rows ``shard, shard + num_shards, ...`` of the corpus, in corpus order (the shards of
+        :func:`dcsr.retrieval.embed.shard_passages`), read by offset instead of parsing every row."""
+        if not 0 <= shard < num_shards:
+            raise ValueError(f"shard {shard} is outside 0..{num_shards - 1}")
+        in_corpus_order = np.sort(np.asarray(self.offsets))  # a line's offset grows with its row
+        return _read_lines(self.files["passages"], in_corpus_order[shard::num_shards])
+
+
+def _read_lines(path: Path, offsets) -> list[Passage]:
+    out = []
+    with open(path, "rb") as fh:
+        for off in offsets:
+            fh.seek(int(off))
+            pid, text, title = json.loads(fh.readline())
+            out.append(Passage(pid, text, title))
+    return out
+
+
+def load_passages(corpus: str | os.PathLike, wanted: Iterable[int]) -> dict[int, Passage]:
+    """The ``wanted`` passages of ``corpus``: a store directory (random access) or a DPR passage
+    TSV (one streaming pass, :func:`dcsr.data.formats.passage_texts`)."""
+    if Path(corpus).is_dir():
+        return PassageStore(corpus).get(wanted)
+    return passage_texts(corpus, set(wanted))

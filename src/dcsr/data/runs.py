@@ -1,0 +1,90 @@
+"""Retrieval runs as TREC run files: ``qid Q0 docid rank score tag``, one line per hit.
+
+``qid`` is the 0-based index of the question in its qas file (or training JSON); ``docid``
+is the passage id of the corpus. Every retriever (BM25, DPR, DCSR, any encoder pair)
+writes this one format, and evaluation reads only it.
+
+A run lists every question it searched: a question that got no hit at all (BM25 finds none
+of its words) has the comment line ``# no hits: QID`` instead, so that evaluation can tell a
+question without hits from a question missing from the run (an error). Other lines that
+start with ``#`` are comments.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from dcsr.errors import InputError, at
+from dcsr.data.formats import not_utf8
+from dcsr.fsutil import atomic_open
+
+Hits = Sequence[tuple[int, float]]  # (passage id, score), best first
+
+NO_HITS = "# no hits: {qid}"
+_NO_HITS_RE = re.compile(r"#\s*no hits:\s*(-?\d+)\s*")
+
+
+def write_trec(path: str | os.PathLike, run: Mapping[int, Hits] | Iterable[tuple[int, Hits]], tag: str) -> None:
+    """Write a run (atomically); a question with an empty hit list gets a ``# no hits`` line."""
+    items = run.items() if isinstance(run, Mapping) else run
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        for qid, hits in sorted(items, key=lambda kv: kv[0]):
+            if not hits:
+                fh.write(NO_HITS.format(qid=qid) + "\n")
+            for rank, (pid, score) in enumerate(hits, start=1):
+                fh.write(f"{qid} Q0 {pid} {rank} {float(score):.6f} {tag}\n")
+
+
+def iter_trec(path: str | os.PathLike) -> Iterator[tuple[int, int | None, int, float]]:
+    """The lines of a TREC run, streamed, as ``(qid, pid, rank, score)``; a ``# no hits: QID``
+    line as ``(qid, None, 0, 0.0)``. The one parser of the format: a malformed line is an
+    :class:`InputError` naming the file and line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if line.lstrip().startswith("#"):
+                    m = _NO_HITS_RE.fullmatch(line.strip())
+                    if m:
+                        yield int(m.group(1)), None, 0, 0.0
+                    continue
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != 6:
+                    raise InputError(at(path, line_no), f"expected 6 fields: qid Q0 docid rank score tag, found {len(parts)}")
+                try:
+                    yield int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
+                except ValueError:
+                    raise InputError(at(path, line_no), "qid, docid and rank must be integers, score a number")
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+
+
+def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
+    """Read a TREC run; hits of each question come back best first (``# no hits`` questions
+    with an empty list)."""
+    run: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
+    for qid, pid, rank, score in iter_trec(path):
+        if pid is None:
+            run[qid]  # noqa: B018 - present, without hits
+        else:
+            run[qid].append((rank, pid, score))
+    return {q: [(pid, s) for _, pid, s in sorted(hits)] for q, hits in run.items()}
+
+
+def run_arrays(path: str | os.PathLike, n_questions: int, depth: int):
+    """A TREC run as NumPy arrays ``(pids [n, depth] int64, -1 padded; scores [n, depth]
+    float32)``, streamed (no per-hit Python objects: a mining run of 10^5 questions x 100 hits
+    stays small). Questions outside ``0..n-1`` and ranks beyond ``depth`` are left out."""
+    import numpy as np
+
+    pids = np.full((n_questions, depth), -1, dtype=np.int64)
+    scores = np.zeros((n_questions, depth), dtype=np.float32)
+    for qid, pid, rank, score in iter_trec(path):
+        if pid is not None and 0 <= qid < n_questions and 1 <= rank <= depth:
+            pids[qid, rank - 1] = pid
+            scores[qid, rank - 1] = score
+    return pids, scores

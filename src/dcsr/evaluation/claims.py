@@ -1,0 +1,191 @@
+"""The claims ledger: each claim of the papers that a config can test, against this run.
+
+A claim compares two retrievers on one test set at one metric and expects the second
+(``method``) to beat the first (``baseline``). Both are scored on the same questions, so the
+comparison is paired: the difference of top-k answer recall (points), a 95% bootstrap
+interval over questions (``scipy.stats.bootstrap``, paired, percentile, seeded), and the exact
+sign test on the questions only one of them answers (McNemar's exact test,
+``scipy.stats.binomtest``). A model trained with several seeds (``seeds: n``) enters as each
+question's outcome averaged over its runs (seed k against seed k), so the interval and the
+test count questions, not runs; the difference of every seed's pair is reported beside it. The verdict: **holds** when the interval lies above 0 and
+p < 0.05; **does not hold** when it lies below 0 and p < 0.05 (the opposite is significant);
+else **inconclusive at this scale**.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dcsr.errors import InputError, at
+from dcsr.fsutil import atomic_open
+
+ALPHA = 0.05
+RESAMPLES = 10000
+
+
+def hits_at(questions_jsonl: str | os.PathLike, k: int) -> dict[int, bool]:
+    """``{qid: answered within the top k}`` of a run's per-question results."""
+    out = {}
+    with open(questions_jsonl, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                first = rec["first_hit"]
+                out[int(rec["qid"])] = first is not None and int(first) <= k
+            except (ValueError, KeyError, TypeError) as e:
+                raise InputError(at(questions_jsonl, n), f"not a per-question result ({e})")
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    questions: int
+    baseline: float  # top-k, %
+    method: float
+    difference: float  # method - baseline, points
+    low: float  # 95% bootstrap interval of the difference
+    high: float
+    only_baseline: int
+    only_method: int
+    p_value: float
+
+    @property
+    def verdict(self) -> str:
+        if self.low > 0 and self.p_value < ALPHA:
+            return "holds"
+        if self.high < 0 and self.p_value < ALPHA:
+            return "does not hold"
+        return "inconclusive at this scale"
+
+
+def compare_paired(baseline: Sequence[bool], method: Sequence[bool], seed: int = 0) -> Comparison:
+    """The paired comparison of two outcome vectors over the same questions: 0/1 per question,
+    or a question's mean over several training runs. The sign test counts the questions on
+    which each side does better."""
+    from scipy import stats
+
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(method, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError("two outcome vectors of the same non-zero length are needed")
+    diff = b - a
+    if np.all(diff == diff[0]):  # no spread to resample: the interval is the point
+        low = high = 100 * float(diff[0])
+    else:
+        res = stats.bootstrap((diff,), np.mean, n_resamples=RESAMPLES, confidence_level=0.95,
+                              method="percentile", rng=np.random.default_rng(seed))
+        low, high = 100 * float(res.confidence_interval.low), 100 * float(res.confidence_interval.high)
+    only_a, only_b = int(np.sum(diff < 0)), int(np.sum(diff > 0))
+    p = float(stats.binomtest(only_b, only_a + only_b, 0.5).pvalue) if only_a + only_b else 1.0
+    return Comparison(len(a), 100 * float(a.mean()), 100 * float(b.mean()), 100 * float(diff.mean()),
+                      low, high, only_a, only_b, p)
+
+
+def _outcomes(runs: Sequence[str | os.PathLike], k: int, first) -> tuple[list[int], np.ndarray]:
+    """``(qids, [runs, questions] 0/1)`` of one side's runs, all over the same questions."""
+    per_run = [hits_at(r, k) for r in runs]
+    for r, h in zip(runs, per_run):
+        if h.keys() != per_run[0].keys():
+            raise InputError(str(r), f"answers other questions than {first} ({len(h)} against "
+                                     f"{len(per_run[0])}): the runs are not paired")
+    qids = sorted(per_run[0])
+    return qids, np.array([[h[q] for q in qids] for h in per_run], dtype=float)
+
+
+def paired_outcomes(baseline_jsonl, method_jsonl, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([baseline runs, questions], [method runs, questions])`` 0/1 at top-``k``, from one
+    run or a list of runs (training seeds) per side, all over the same questions."""
+    base = [baseline_jsonl] if isinstance(baseline_jsonl, (str, os.PathLike)) else list(baseline_jsonl)
+    meth = [method_jsonl] if isinstance(method_jsonl, (str, os.PathLike)) else list(method_jsonl)
+    qa, a = _outcomes(base, k, base[0])
+    qb, b = _outcomes(meth, k, base[0])
+    if qa != qb:
+        raise InputError(str(meth[0]), f"answers other questions than {base[0]} "
+                                       f"({len(qb)} against {len(qa)}): the two runs are not paired")
+    return a, b
+
+
+def compare_runs(baseline_jsonl, method_jsonl, k: int, seed: int = 0) -> Comparison:
+    """One run against one run; or, given lists, several training runs of each side (seed k of
+    one side against seed k of the other; a side with one run is repeated), compared on each
+    question's mean outcome."""
+    a, b = paired_outcomes(baseline_jsonl, method_jsonl, k)
+    return compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+
+
+def seed_differences(baseline: np.ndarray, method: np.ndarray) -> list[float]:
+    """The difference (points) of seed k's pair for every k, from :func:`paired_outcomes`'
+    ``[runs, questions]`` outcomes (a side with one run is repeated)."""
+    n = max(len(baseline), len(method))
+    return [100 * float(method[i if len(method) > 1 else 0].mean() - baseline[i if len(baseline) > 1 else 0].mean())
+            for i in range(n)]
+
+
+FIELDS = ["claim", "paper", "test_set", "metric", "baseline", "method", "questions", "baseline_value",
+          "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "seeds",
+          "seed_differences", "seed_sd", "verdict"]
+
+
+def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict]:
+    """One row per claim: ``claims`` items carry ``claim``, ``paper``, ``test_set``, ``metric``
+    (``top20``), ``baseline``/``method`` labels and ``baseline_runs``/``method_runs`` (the
+    per-question results of each training seed's run; ``baseline_run``/``method_run`` for one)."""
+    rows = []
+    for c in claims:
+        k = int(str(c["metric"]).removeprefix("top"))
+        base = list(c.get("baseline_runs") or [c["baseline_run"]])
+        meth = list(c.get("method_runs") or [c["method_run"]])
+        a, b = paired_outcomes(base, meth, k)
+        r = compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+        diffs = seed_differences(a, b)
+        rows.append({
+            "claim": c["claim"], "paper": c.get("paper", ""), "test_set": c["test_set"], "metric": c["metric"],
+            "baseline": c["baseline"], "method": c["method"], "questions": r.questions,
+            "baseline_value": round(r.baseline, 2), "method_value": round(r.method, 2),
+            "difference": round(r.difference, 2), "ci_low": round(r.low, 2), "ci_high": round(r.high, 2),
+            "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
+            "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
+            "seed_sd": round(float(np.std(diffs, ddof=1)), 2) if len(diffs) > 1 else "",
+            "verdict": r.verdict,
+        })
+    return rows
+
+
+def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: str = "Claims ledger") -> None:
+    with atomic_open(csv_path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    lines = [f"# {title}", "",
+             "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
+             "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
+             f"({RESAMPLES} resamples) and the exact sign test on the questions only one of them answers "
+             "(p). Verdict: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else "
+             "inconclusive at this scale. A model trained with several seeds enters as each question's "
+             "outcome averaged over its runs; the difference of each seed's pair and their standard "
+             "deviation show the spread.", "",
+             "| claim | paper | test set | metric | first | second | questions | first / second | "
+             "difference [95% CI] | only first / only second | p | seeds (difference by seed; sd) | verdict |",
+             "|---|---|---|---|---|---|---:|---|---|---|---:|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['claim']} | {r['paper']} | {r['test_set']} | {r['metric']} | {r['baseline']} | "
+                     f"{r['method']} | {r['questions']} | {r['baseline_value']:.1f} / {r['method_value']:.1f} | "
+                     f"{r['difference']:+.1f} [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}] | "
+                     f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {_seeds_cell(r)} | "
+                     f"**{r['verdict']}** |")
+    with atomic_open(md_path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def _seeds_cell(row: Mapping[str, Any]) -> str:
+    if int(row["seeds"]) == 1:
+        return "1"
+    return f"{row['seeds']} ({row['seed_differences']}; sd {row['seed_sd']:.1f})"

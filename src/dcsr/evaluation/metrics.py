@@ -1,0 +1,88 @@
+"""Top-k answer recall with DPR's semantics.
+
+A question counts as answered at k when one of its top-k retrieved passages has the
+answer under DPR's ``has_answer`` (token match; regex match for CuratedTREC). The run must
+list every question of the question file (one without hits as a ``# no hits`` line,
+:mod:`dcsr.data.runs`): a question missing from it is an error, not a silent miss.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Sequence
+
+from dcsr.data.answers import PassageMatcher
+from dcsr.errors import InputError
+from dcsr.data.formats import iter_qas
+from dcsr.data.passage_store import load_passages
+from dcsr.fsutil import atomic_open
+from dcsr.data.runs import read_trec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KS = (1, 5, 20, 100)
+
+
+def first_hit_ranks(hits_has_answer: Sequence[Sequence[bool]]) -> list[int | None]:
+    """1-based rank of the first answer-bearing passage per question (None: no hit)."""
+    out: list[int | None] = []
+    for flags in hits_has_answer:
+        out.append(next((r for r, f in enumerate(flags, start=1) if f), None))
+    return out
+
+
+def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+    """Percentage of questions whose first hit is at rank <= k, for each k."""
+    n = len(ranks)
+    return {f"top{k}": (100.0 * sum(1 for r in ranks if r is not None and r <= k) / n if n else 0.0) for k in ks}
+
+
+def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
+                 out_metrics: str | os.PathLike, out_questions: str | os.PathLike | None = None,
+                 ks: Sequence[int] = DEFAULT_KS, match_type: str = "string", about: dict | None = None) -> dict:
+    """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics.
+
+    ``corpus_tsv`` is the DPR passage TSV, or its passage store directory
+    (:mod:`dcsr.data.passage_store`), from which only the retrieved passages are read. ``about``
+    goes into the metrics as it is (how the run was made, e.g. its HasAns temperature)."""
+    qas = list(iter_qas(qas_path))
+    run = read_trec(run_trec)
+    extra = sorted(q for q in run if not 0 <= q < len(qas))
+    if extra:
+        raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {len(qas)} questions "
+                                        f"(0..{len(qas) - 1}); was the run made for another question file?")
+    absent = [q for q in range(len(qas)) if q not in run]
+    if absent:
+        shown = ", ".join(str(q) for q in absent[:10]) + (", ..." if len(absent) > 10 else "")
+        raise InputError(str(run_trec), f"lacks {len(absent)} of the {len(qas)} questions of {qas_path} "
+                                        f"(0-based: {shown}); search them again (a run lists every question, "
+                                        "one without hits as a '# no hits: QID' line)")
+    depth = max(ks)
+    wanted = {pid for hits in run.values() for pid, _ in hits[:depth]}
+    texts = load_passages(corpus_tsv, wanted)
+    missing = wanted - texts.keys()
+    if missing:
+        raise InputError(str(run_trec), f"retrieves passage {min(missing)}, which is not in {corpus_tsv}; "
+                                        "was the run made over another corpus?")
+    matcher = PassageMatcher(match_type)
+    flags = []
+    for q, qa in enumerate(qas):
+        hits = run.get(q, [])[:depth]
+        flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
+    ranks = first_hit_ranks(flags)
+    metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
+    with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
+        json.dump(metrics, fh, indent=2)
+        fh.write("\n")
+    if out_questions is not None:
+        with atomic_open(out_questions, "w", encoding="utf-8") as fh:
+            for q, qa in enumerate(qas):
+                hits = run.get(q, [])[:depth]
+                fh.write(json.dumps({
+                    "qid": q, "question": qa.question, "answers": qa.answers, "first_hit": ranks[q],
+                    "hits": [pid for pid, _ in hits], "has_answer": flags[q],
+                }, ensure_ascii=False) + "\n")
+    log.info("%s: %s", run_trec, metrics)
+    return metrics

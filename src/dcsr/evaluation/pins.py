@@ -1,0 +1,188 @@
+"""Regression pins: the expected top-k of a pipeline run, checked cell by cell.
+
+As Pyserini's reproduction matrix: ``config/pins.yaml`` holds, per named run (``ci``: the
+CI-scale pipeline of ``make test``; ``demo``: ``make demo``), the command that makes it, the
+table it is read from, a tolerance in percentage points and the expected value of every
+cell (row x test set x metric), with each test set's question count. A change that moves a
+pinned number fails with the cell named; a change that moves one on purpose updates the
+file in the same commit and says why (``python workflow/scripts/check_pins.py --update``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from dcsr.errors import InputError
+from dcsr.yamlutil import strict_load
+
+
+@dataclass(frozen=True)
+class Cell:
+    row: str
+    test_set: str
+    metric: str
+    expected: float | None
+    actual: float | None
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return (self.expected is not None and self.actual is not None
+                and abs(self.actual - self.expected) <= self.tolerance + 1e-9)
+
+
+def load_pins(path: str | os.PathLike, name: str) -> dict:
+    return _entry(strict_load(Path(path)), path, name)
+
+
+def _entry(pins, path: str | os.PathLike, name: str) -> dict:
+    """Run ``name``'s entry of a loaded pins file, checked for its required keys."""
+    if not isinstance(pins, dict) or name not in pins:
+        raise InputError(str(path), f"has no pinned run {name!r} ({', '.join(pins or {})})")
+    entry = pins[name]
+    for key in ("table", "tolerance", "cells"):
+        if key not in entry:
+            raise InputError(f"{path}: {name}", f"lacks {key!r}")
+    return entry
+
+
+def machine_key() -> str:
+    """The CPU's vendor and the SIMD level torch runs its kernels at (``GenuineIntel/AVX512``,
+    ``AuthenticAMD/AVX2``). fp32 results are deterministic on one kind of CPU, but MKL and ATen
+    take other code paths on another, and a tiny model's near-ties may then flip: pins record the
+    machine they were made on (``machine:``)."""
+    vendor = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        level = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001 - no torch, no level: the key still names the vendor
+        level = "unknown"
+    return f"{vendor}/{level}"
+
+
+def variants(path: str | os.PathLike, name: str) -> dict[str, dict]:
+    """The pinned variants of run ``name``: the entry ``name`` and every ``name@<machine>``
+    entry (the same run pinned on another kind of CPU), in file order."""
+    pins = strict_load(Path(path))
+    found = {k: _entry(pins, path, k) for k in (pins or {}) if k == name or str(k).startswith(name + "@")}
+    if not found:
+        _entry(pins, path, name)  # the error naming the runs there are
+    return found
+
+
+def check_variants(path: str | os.PathLike, name: str, table_csv: str | os.PathLike,
+                   machine: str | None = None) -> tuple[str, list[Cell], list[str], bool]:
+    """Compare a table with the pins of run ``name`` made on this kind of machine, if there are
+    such (``machine:`` equal to :func:`machine_key`); otherwise with every variant, passing if
+    one matches. Returns ``(variant compared, cells, problems, same machine)``."""
+    machine = machine or machine_key()
+    found = variants(path, name)
+    same = [k for k, e in found.items() if e.get("machine") == machine]
+    if same:
+        cells, problems = compare(found[same[0]], table_csv)
+        return same[0], cells, problems, True
+    results = {k: compare(e, table_csv) for k, e in found.items()}
+    for k, (cells, problems) in results.items():
+        if not failures(cells, problems):
+            return k, cells, problems, False
+    first = next(iter(results))
+    return first, *results[first], False
+
+
+def read_table(path: str | os.PathLike) -> tuple[dict, dict]:
+    """``({(row, test_set, metric): value}, {test_set: questions})`` of a table CSV."""
+    values, questions = {}, {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            values[(r["row"], r["test_set"], r["metric"])] = float(r["ours"]) if r["ours"] else None
+            if r.get("questions"):
+                questions[r["test_set"]] = int(r["questions"])
+    return values, questions
+
+
+def compare(entry: Mapping[str, Any], table_csv: str | os.PathLike) -> tuple[list[Cell], list[str]]:
+    """Every pinned cell against the table; also the problems that are not a cell (a test set
+    whose question count changed, a table row or cell that is not pinned)."""
+    values, questions = read_table(table_csv)
+    tol = float(entry["tolerance"])
+    cells, problems = [], []
+    pinned = set()
+    for row, by_set in entry["cells"].items():
+        for test_set, by_metric in by_set.items():
+            for metric, expected in by_metric.items():
+                pinned.add((row, test_set, metric))
+                cells.append(Cell(row, test_set, metric, float(expected), values.get((row, test_set, metric)), tol))
+    for test_set, n in (entry.get("questions") or {}).items():
+        if questions.get(test_set) != n:
+            problems.append(f"test set {test_set}: {questions.get(test_set)} questions, pinned {n}")
+    for key in sorted(set(values) - pinned):
+        problems.append(f"cell {' / '.join(key)} = {values[key]} is not pinned")
+    return cells, problems
+
+
+def report(cells: list[Cell], problems: list[str]) -> str:
+    """Expected against actual for every cell, a mark on each one outside its tolerance."""
+    lines = [f"{'row':<40} {'test set':<14} {'metric':<7} {'expected':>9} {'actual':>9} {'diff':>7}"]
+    for c in cells:
+        actual = "missing" if c.actual is None else f"{c.actual:.2f}"
+        diff = "" if c.actual is None else f"{c.actual - c.expected:+.2f}"
+        mark = "" if c.ok else f"  <-- outside +-{c.tolerance:g}"
+        lines.append(f"{c.row:<40} {c.test_set:<14} {c.metric:<7} {c.expected:>9.2f} {actual:>9} {diff:>7}{mark}")
+    bad = [c for c in cells if not c.ok]
+    lines.append(f"{len(cells) - len(bad)} of {len(cells)} pinned cells within tolerance"
+                 + (f"; {len(problems)} other problem(s)" if problems else ""))
+    lines += [f"  {p}" for p in problems]
+    return "\n".join(lines)
+
+
+def failures(cells: list[Cell], problems: list[str]) -> list[str]:
+    """One line per cell outside its tolerance, then the other problems."""
+    out = [f"{c.row} / {c.test_set} / {c.metric}: expected {c.expected:.2f} +- {c.tolerance:g}, got "
+           + ("nothing" if c.actual is None else f"{c.actual:.2f}") for c in cells if not c.ok]
+    return out + problems
+
+
+def pins_from_table(table_csv: str | os.PathLike) -> tuple[dict, dict]:
+    """``(cells, questions)`` of a table, in the layout of ``config/pins.yaml``."""
+    values, questions = read_table(table_csv)
+    cells: dict = {}
+    for (row, test_set, metric), value in values.items():
+        cells.setdefault(row, {}).setdefault(test_set, {})[metric] = value
+    return cells, questions
+
+
+def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike, why: str) -> None:
+    """Re-pin run ``name`` to ``table_csv``'s numbers, recording ``why``; the file's leading
+    comment block and the other runs are kept."""
+    import yaml
+
+    from dcsr.fsutil import atomic_open
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    header = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    pins = strict_load(path) if text.strip() else {}
+    cells, questions = pins_from_table(table_csv)
+    entry = dict(pins.get(name) or {"tolerance": 0.0})
+    entry.update(why=why, questions=questions, cells=cells)
+    pins[name] = entry
+    body = yaml.safe_dump(pins, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(header) + ("\n" if header else "") + body)

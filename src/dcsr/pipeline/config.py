@@ -1,0 +1,341 @@
+"""Checks of the pipeline config beyond its JSON schema: cross-references between sections.
+
+The schema (config/schema.yaml) checks types and shapes; this checks that every name a
+section uses is defined in another, and reports the offending key as ``config: a.b.c``.
+"""
+
+from __future__ import annotations
+
+from dcsr.models.checkpoints import check_encoder
+from dcsr.errors import InputError
+
+
+def _key(*parts) -> str:
+    return "config: " + ".".join(str(p) for p in parts)
+
+
+def train_datasets(model: dict) -> list[str]:
+    """The datasets a model trains on: ``train_on`` as a list (empty for an untrained model)."""
+    on = model.get("train_on", [])
+    return [on] if isinstance(on, str) else list(on)
+
+
+def _follow(section: dict, name: str, key: str, sub: str | None, where) -> list[str]:
+    """The chain ``name``, its ``key`` (``corpora.<c>.subset.of``, ``datasets.<d>.like``), ...;
+    an undefined name or a cycle is an error naming ``where`` (the key of the first link)."""
+    chain = [name]
+    while True:
+        entry = section[chain[-1]]
+        link = (entry.get(sub) or {}).get(key) if sub else entry.get(key)
+        if link is None:
+            return chain
+        if link not in section:
+            raise InputError(where, f"names {link!r}, which is not defined ({', '.join(section)})")
+        if link in chain:
+            raise InputError(where, f"goes round in a circle: {' -> '.join(chain + [link])}")
+        chain.append(link)
+
+
+def variant_root(cfg: dict, dataset: str) -> str:
+    """The dataset whose question files a variant (``like``, possibly of a variant) uses."""
+    return _follow(cfg["datasets"], dataset, "like", None, _key("datasets", dataset, "like"))[-1]
+
+
+def _inherited(cfg: dict, dataset: str, key: str):
+    for d in _follow(cfg["datasets"], dataset, "like", None, _key("datasets", dataset, "like")):
+        if key in cfg["datasets"][d]:
+            return cfg["datasets"][d][key]
+    return None
+
+
+def dataset_match(cfg: dict, dataset: str) -> str:
+    """A dataset's answer matching: its own ``match``, else its ``like`` dataset's, else string."""
+    return _inherited(cfg, dataset, "match") or "string"
+
+
+def dataset_questions(cfg: dict, dataset: str) -> str:
+    """``test`` or ``dev``: whose questions a dataset's test set is (a variant inherits it)."""
+    return _inherited(cfg, dataset, "questions") or "test"
+
+
+def variant_settings(cfg: dict) -> dict[str, dict]:
+    """``{variant: {match, paper_name}}``: what a ``like`` dataset takes from the dataset it is
+    like, unless it gives it itself (a variant of NQ over a subset corpus is still NQ in a table)."""
+    out = {}
+    for name, ds in cfg["datasets"].items():
+        if "like" in ds:
+            inherited = {k: _inherited(cfg, name, k) for k in ("match", "paper_name")}
+            out[name] = {k: v for k, v in inherited.items() if v is not None}
+    return out
+
+
+#: The suffix of the dev-question variant of a dataset that ``dcsr.temperature: dev`` searches.
+DEV_VARIANT = ".dev"
+
+
+def temperature_dev_variants(cfg: dict) -> dict[str, dict]:
+    """``{name: dataset}``: with ``dcsr.temperature: dev``, each dataset whose test set is test
+    questions gets a variant ``<dataset>.dev`` whose test set is its dev questions, on which DCSR's
+    HasAns temperature is chosen (a dataset searched with dev questions already keeps T = 1:
+    choosing on them would choose on its test set)."""
+    if cfg.get("dcsr", {}).get("temperature") != "dev":
+        return {}
+    out = {}
+    for name, ds in cfg["datasets"].items():
+        if dataset_questions(cfg, name) == "test" and name + DEV_VARIANT not in cfg["datasets"]:
+            out[name + DEV_VARIANT] = {"like": name, "questions": "dev", "corpus": ds["corpus"]}
+    return out
+
+
+def check_config(cfg: dict) -> None:
+    corpora, datasets, models, encoders = cfg["corpora"], cfg["datasets"], cfg["models"], cfg["encoders"]
+    for name, encoder in encoders.items():
+        check_encoder(encoder, _key("encoders", name))
+    for name, c in corpora.items():
+        if "subset" in c:
+            _follow(corpora, name, "of", "subset", _key("corpora", name, "subset", "of"))
+    for name, ds in datasets.items():
+        if "like" in ds:
+            variant_root(cfg, name)
+        if ds["corpus"] not in corpora:
+            raise InputError(_key("datasets", name, "corpus"), f"names corpus {ds['corpus']!r}, which is not under 'corpora' ({', '.join(corpora)})")
+        if "generated" in ds and "generate" not in corpora[ds["corpus"]]:
+            raise InputError(_key("datasets", name, "generated"), f"corpus {ds['corpus']!r} is not generated, so the dataset cannot be")
+        if "squad" in ds and "squad" not in corpora[ds["corpus"]]:
+            raise InputError(_key("datasets", name, "squad"), f"corpus {ds['corpus']!r} has no 'squad' block")
+        if ds.get("squad") is True and name != ds["corpus"]:
+            raise InputError(_key("datasets", name, "squad"), "a dataset of all SQuAD questions must have the name "
+                                                               "of its corpus (a group of articles: squad: {articles: START:STOP})")
+        if isinstance(ds.get("squad"), dict) and name == ds["corpus"]:
+            raise InputError(_key("datasets", name, "squad"), "the corpus's own name is its dataset of all questions "
+                                                               "(squad: true); name a group of articles otherwise")
+    for name, m in models.items():
+        if m["init"] not in encoders:
+            raise InputError(_key("models", name, "init"), f"names encoder {m['init']!r}, which is not under 'encoders' ({', '.join(encoders)})")
+        on = train_datasets(m)
+        for i, ds in enumerate(on):
+            if ds not in datasets:
+                where = _key("models", name, "train_on", *([] if isinstance(m["train_on"], str) else [i]))
+                raise InputError(where, f"names dataset {ds!r}, which is not under 'datasets'")
+        if len(on) > 1:
+            # one training set, one answer matching: DCSR picks positive sentences with it
+            matches = {ds: dataset_match(cfg, ds) for ds in on}
+            if len(set(matches.values())) > 1:
+                raise InputError(_key("models", name, "train_on"), "mixes answer matching "
+                                 f"({', '.join(f'{d}: {t}' for d, t in matches.items())}); train on datasets of one match type")
+            corpora_of = {ds: datasets[ds]["corpus"] for ds in on}
+            if m["method"] == "dcsr" and len(set(corpora_of.values())) > 1:
+                raise InputError(_key("models", name, "train_on"), "DCSR reads the sentence table of one corpus, but "
+                                 f"these datasets are over several ({', '.join(f'{d}: {c}' for d, c in corpora_of.items())})")
+            if m.get("train_fraction", 1.0) != 1.0:
+                raise InputError(_key("models", name, "train_fraction"), "a fraction of a training set needs a single "
+                                 "train_on dataset, not a list")
+        if "negatives_from" in m:
+            check_negatives_from(models, name)
+    for tname, table in cfg["tables"].items():
+        for i, ts in enumerate(table["test_sets"]):
+            if ts not in datasets:
+                raise InputError(_key("tables", tname, "test_sets", i), f"names dataset {ts!r}, which is not under 'datasets'")
+        for i, row in enumerate(table["rows"]):
+            # a per-column mapping may name columns the table lacks (one YAML anchor serves
+            # several tables), but must fill at least one of them
+            for col, ds in row.get("datasets", {}).items():
+                if ds not in datasets:
+                    raise InputError(_key("tables", tname, "rows", i, "datasets", col), f"names dataset {ds!r}, which is not under 'datasets'")
+            if row.get("retriever") == "bm25":
+                continue
+            for side in ("question", "passage"):
+                if side not in row:
+                    raise InputError(_key("tables", tname, "rows", i), f"needs 'retriever: bm25' or both 'question' and 'passage' (missing {side!r})")
+                per_column = row[side] if isinstance(row[side], dict) else {None: row[side]}
+                if None not in per_column and not set(per_column) & set(table["test_sets"]):
+                    raise InputError(_key("tables", tname, "rows", i, side), "maps none of the table's test_sets "
+                                                                              f"({', '.join(table['test_sets'])})")
+                for col, model in per_column.items():
+                    where = _key("tables", tname, "rows", i, side) + (f".{col}" if col is not None else "")
+                    if model not in models:
+                        raise InputError(where, f"names model {model!r}, which is not under 'models'")
+            q, p = row["question"], row["passage"]
+            if isinstance(q, dict) != isinstance(p, dict) or (isinstance(q, dict) and set(q) != set(p)):
+                raise InputError(_key("tables", tname, "rows", i), "'question' and 'passage' must both name one model, "
+                                                                    "or both map the same test sets to models")
+    if "attribution" in cfg:
+        check_attribution(cfg)
+    for i, claim in enumerate(cfg.get("claims", [])):
+        if claim["test_set"] not in datasets:
+            raise InputError(_key("claims", i, "test_set"), f"names dataset {claim['test_set']!r}, which is not under 'datasets'")
+        if int(claim["metric"][3:]) not in cfg.get("evaluate", {}).get("ks", [1, 5, 20, 100]):
+            raise InputError(_key("claims", i, "metric"), f"{claim['metric']} is not among evaluate.ks")
+        for side in ("baseline", "method"):
+            for model in claim_pair(claim[side]):
+                if model != "bm25" and model not in models:
+                    raise InputError(_key("claims", i, side), f"names model {model!r}, which is not under 'models' (or bm25)")
+
+
+def claim_pair(side) -> tuple[str, str]:
+    """``(question model, passage model)`` of one side of a claim (``bm25`` is BM25's pair)."""
+    return (side, side) if isinstance(side, str) else (side["question"], side["passage"])
+
+
+def check_negatives_from(models: dict, name: str) -> None:
+    """``models.<name>.negatives_from``: a model of the config, not trained (in turn) on
+    negatives that ``name`` itself mined."""
+    where, miner = _key("models", name, "negatives_from"), models[name]["negatives_from"]
+    if "train_on" not in models[name]:
+        raise InputError(where, "only a trained model (with train_on) trains on mined negatives")
+    if miner not in models:
+        raise InputError(where, f"names model {miner!r}, which is not under 'models'")
+    if models[name].get("train_fraction", 1.0) != 1.0:
+        raise InputError(where, "a model trained on a fraction of its training set cannot also train on mined negatives")
+    if not isinstance(models[name]["train_on"], str):
+        raise InputError(where, "mined negatives are for a model trained on one dataset (train_on is a list)")
+    chain, current = [name], miner
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = models.get(current, {}).get("negatives_from")
+    if current == name:
+        raise InputError(where, f"{' -> '.join(chain + [name])}: the miner trains on negatives that "
+                                f"{name!r} mines (a cycle)")
+
+
+def check_attribution(cfg: dict) -> None:
+    """The ``attribution`` section: families of in-domain bi-encoders, test sets, sweep, comparison."""
+    a, datasets, models = cfg["attribution"], cfg["datasets"], cfg["models"]
+    for i, t in enumerate(a["test_sets"]):
+        if t not in datasets:
+            raise InputError(_key("attribution", "test_sets", i), f"names dataset {t!r}, which is not under 'datasets'")
+    for fam, members in a["families"].items():
+        first = None
+        for ds, model in members.items():
+            where = _key("attribution", "families", fam, ds)
+            if ds not in datasets:
+                raise InputError(where, f"{ds!r} is not under 'datasets'")
+            if model not in models:
+                raise InputError(where, f"names model {model!r}, which is not under 'models'")
+            m = models[model]
+            if len(train_datasets(m)) > 1:
+                raise InputError(where, f"model {model!r} is trained on several datasets "
+                                        f"({', '.join(train_datasets(m))}); a family holds one in-domain model per dataset")
+            if train_datasets(m) != [ds]:
+                raise InputError(where, f"model {model!r} must be trained on {ds!r} (its train_on is "
+                                        f"{m.get('train_on')!r}): a family holds one in-domain model per dataset")
+            if m.get("train_fraction", 1.0) != 1.0:
+                raise InputError(where, f"model {model!r} is trained on a fraction of {ds!r}; the prior holds 100% encoders")
+            # Eq. 7's prior: encoders trained the same way (same method and initial checkpoint)
+            if first is None:
+                first = (model, m)
+            elif (m["method"], m["init"]) != (first[1]["method"], first[1]["init"]):
+                raise InputError(where, f"model {model!r} ({m['method']}, init {m['init']}) differs from "
+                                        f"{first[0]!r} ({first[1]['method']}, init {first[1]['init']}): the models "
+                                        "of a family must share method and initial checkpoint")
+        if not any(ds in a["test_sets"] for ds in members):
+            raise InputError(_key("attribution", "families", fam), "has no dataset among attribution.test_sets, "
+                                                                   "so nothing is in-domain")
+    sweep = a.get("sweep")
+    if sweep:
+        fam = sweep["family"]
+        if fam not in a["families"]:
+            raise InputError(_key("attribution", "sweep", "family"), f"{fam!r} is not under attribution.families")
+        for ds in sweep["datasets"]:
+            if "negatives_from" in models.get(a["families"][fam].get(ds), {}):
+                raise InputError(_key("attribution", "sweep", "family"), f"the model of {ds!r} in {fam!r} trains on "
+                                 "mined negatives (negatives_from); the sweep samples the BM25 training set")
+        for i, ds in enumerate(sweep["datasets"]):
+            if ds not in a["families"][fam]:
+                raise InputError(_key("attribution", "sweep", "datasets", i), f"{ds!r} has no model in family {fam!r}")
+            if ds not in a["test_sets"]:
+                raise InputError(_key("attribution", "sweep", "datasets", i), f"{ds!r} is not a test set, so its "
+                                                                              "sweep has no in-domain marginal")
+    compare = a.get("compare")
+    if compare:
+        for key in ("baseline", "method"):
+            if compare[key] not in a["families"]:
+                raise InputError(_key("attribution", "compare", key), f"{compare[key]!r} is not under attribution.families")
+        shared = set(a["families"][compare["baseline"]]) & set(a["families"][compare["method"]]) & set(a["test_sets"])
+        if not shared:
+            raise InputError(_key("attribution", "compare"), "the two families share no in-domain test set")
+
+
+def sweep_models(cfg: dict) -> dict[str, dict]:
+    """The models of the data-efficiency sweep, ``{name: model config}``: each in-domain model of
+    the sweep family retrained on every fraction below 1 of its training set (same settings,
+    ``train_fraction`` added). A name that is already taken by a different model is an error."""
+    from dcsr.attribution.analysis import sweep_model_name
+
+    sweep = cfg.get("attribution", {}).get("sweep")
+    if not sweep:
+        return {}
+    family = cfg["attribution"]["families"][sweep["family"]]
+    out = {}
+    for ds in sweep["datasets"]:
+        base = family[ds]
+        for f in sweep["fractions"]:
+            if f == 1.0:
+                continue
+            name = sweep_model_name(base, f)
+            model = {**cfg["models"][base], "train_fraction": f}
+            if name in cfg["models"] and cfg["models"][name] != model:
+                raise InputError(_key("models", name), f"is also the name of the sweep's {f:g} sample of {base!r}")
+            out[name] = model
+    return out
+
+
+def corpus_size(cfg: dict, corpus: str) -> int | None:
+    """Passages of ``corpus`` as the config knows them before any data exists: its
+    ``passages`` (a size stated for a downloaded corpus), a subset's ``first`` (capped by its
+    parent's size) or its ``fraction`` of the parent (rounded as the sample is drawn). None
+    when the config cannot tell."""
+    from dcsr.data.subsets import sample_size
+
+    c = cfg["corpora"][corpus]
+    if "passages" in c:
+        return int(c["passages"])
+    sub = c.get("subset")
+    if not sub:
+        return None
+    parent = corpus_size(cfg, sub["of"])
+    if "first" in sub:
+        return int(sub["first"]) if parent is None else min(int(sub["first"]), parent)
+    return None if parent is None else sample_size(parent, float(sub["fraction"]))
+
+
+def corpus_shards(cfg: dict, corpus: str) -> int:
+    """Embedding/index/search shards of ``corpus``: enough shards of at most
+    ``embed.passages_per_shard`` passages (the memory budget of one shard job) when the corpus
+    size is known, else ``embed.shards``."""
+    per_shard = cfg["embed"].get("passages_per_shard")
+    size = corpus_size(cfg, corpus)
+    if per_shard and size:
+        return max(1, -(-size // int(per_shard)))
+    return int(cfg["embed"]["shards"])
+
+
+def seed_name(model: str, k: int) -> str:
+    """The name of training run ``k`` (1-based) of a model with ``seeds: n``: the model itself
+    for k = 1, ``<model>.seed<k>`` for the others."""
+    return model if k == 1 else f"{model}.seed{k}"
+
+
+def seed_replicas(cfg: dict) -> dict[str, dict]:
+    """The extra training runs of models with ``seeds: n`` (n > 1): ``<model>.seed<k>`` for
+    k = 2..n, the same model trained with ``train.seed`` + k - 1 (the order of questions, the
+    negatives drawn and dropout all follow it). A name already taken is an error."""
+    out = {}
+    for name, m in cfg["models"].items():
+        n = int(m.get("seeds", 1))
+        if n > 1 and "train_on" not in m:
+            raise InputError(_key("models", name, "seeds"), "an untrained model has nothing to seed: seeds needs train_on")
+        base = (m.get("train") or {}).get("seed", cfg.get("train", {}).get("seed", 12345))
+        for k in range(2, n + 1):
+            replica = seed_name(name, k)
+            if replica in cfg["models"]:
+                raise InputError(_key("models", replica), f"is also the name of {name!r}'s training run {k} (seeds: {n})")
+            out[replica] = {**{key: v for key, v in m.items() if key != "seeds"},
+                            "train": {**(m.get("train") or {}), "seed": int(base) + k - 1}}
+    return out
+
+
+def model_seeds(cfg: dict, model: str) -> list[str]:
+    """A model's training runs (itself first), from its ``seeds`` (1 when not given)."""
+    m = cfg["models"].get(model, {})
+    return [seed_name(model, k) for k in range(1, int(m.get("seeds", 1)) + 1)]

@@ -1,0 +1,193 @@
+"""FAISS indexes over vector shards, shard-by-shard search, and an exact top-k merge.
+
+Every shard gets its own index, built from any FAISS factory string (``Flat`` by default:
+exact inner product, as DPR). A search job loads ONE shard index and writes that shard's
+top-k hits per question, for every question set searched against that passage encoder;
+a merge job per (question encoder, passage encoder, test set) combines the shards' hits. Because each shard returns
+its own exact top-k, the merged top-k equals a search over all vectors at once, and no job
+ever holds more than one shard in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zipfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from dcsr.errors import InputError
+from dcsr.fsutil import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def gpu_available() -> bool:
+    faiss = _faiss()
+    return hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0
+
+
+def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | None = None, seed: int = 0):
+    """A FAISS inner-product index over ``vectors`` ``[n, d]`` (float32 internally).
+
+    Factories that need training (IVF, PQ, ...) are trained on a seeded sample of at most
+    ``train_size`` vectors of the shard itself.
+    """
+    faiss = _faiss()
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    try:
+        index = faiss.index_factory(x.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise InputError("config: index.factory", f"FAISS cannot build {factory!r}: {str(e).splitlines()[-1]}")
+    if not index.is_trained:
+        sample = x
+        if train_size and len(x) > train_size:
+            rng = np.random.default_rng(seed)
+            sample = x[rng.choice(len(x), size=train_size, replace=False)]
+        index.train(sample)
+    index.add(x)
+    return index
+
+
+def write_index(index, path: str | os.PathLike) -> None:
+    faiss = _faiss()
+    with atomic_path(path, suffix=".faiss") as tmp:
+        faiss.write_index(index, str(tmp))
+
+
+def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto"):
+    """A FAISS index from ``path``; a missing, truncated or corrupt file is an :class:`InputError`."""
+    faiss = _faiss()
+    if not os.path.isfile(path):
+        raise InputError(str(path), "no such FAISS index file; build it with index_shard.py")
+    try:
+        index = faiss.read_index(str(path))
+    except RuntimeError as e:
+        log.debug("faiss.read_index(%s): %s", path, e)
+        raise InputError(str(path), "not a readable FAISS index (truncated or corrupt); "
+                                    "delete it and build it again with index_shard.py") from None
+    if (use_gpu == "auto" and gpu_available()) or use_gpu is True:
+        index = faiss.index_cpu_to_all_gpus(index)
+    return index
+
+
+def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | None = None) -> np.ndarray:
+    """``np.load`` of an embedding shard file, a truncated or foreign file (or an array of the
+    wrong rank) reported as an :class:`InputError` naming it."""
+    try:
+        arr = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise InputError(str(path), "no such .npy file") from None
+        log.debug("np.load(%s): %s", path, e)
+        raise InputError(str(path), "not a readable .npy array (truncated or corrupt); "
+                                    "delete it and let the step that writes it run again") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise InputError(str(path), f"holds an array of shape {arr.shape}; expected {ndim} dimensions")
+    return arr
+
+
+def index_shard(vectors_npy: str | os.PathLike, out_index: str | os.PathLike, factory: str = "Flat",
+                train_size: int | None = None, seed: int = 0) -> dict:
+    vecs = load_npy(vectors_npy, ndim=2, mmap_mode="r")
+    index = build_index(vecs, factory, train_size=train_size, seed=seed)
+    write_index(index, out_index)
+    return {"vectors": int(index.ntotal), "dim": int(vecs.shape[1]) if vecs.ndim == 2 else 0, "factory": factory}
+
+
+def search_shard(index_path: str | os.PathLike, ids_npy: str | os.PathLike, queries_npy: str | os.PathLike,
+                 out_npz: str | os.PathLike, k: int, use_gpu: bool | str = "auto", batch_size: int = 4096) -> dict:
+    """Top-``k`` of every query in one shard. Writes ``scores`` ``[Q, k]`` (float32) and
+    ``ids`` ``[Q, k]`` (int64 passage ids; -1 where the shard has fewer than ``k`` vectors)."""
+    return search_shard_many(index_path, ids_npy, [(queries_npy, out_npz)], k, use_gpu, batch_size)[0]
+
+
+def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
+                      searches: Sequence[tuple[str | os.PathLike, str | os.PathLike]], k: int,
+                      use_gpu: bool | str = "auto", batch_size: int = 4096) -> list[dict]:
+    """:func:`search_shard` for several ``(queries .npy, output .npz)`` pairs, loading the shard
+    index once: every question encoder and test set searched against one passage encoder's
+    shard (at 21M passages, reading a shard index costs far more than searching it)."""
+    index = read_index(index_path, use_gpu=use_gpu)
+    ids = load_npy(ids_npy, ndim=1)
+    check_ids(ids, ids_npy, index, index_path)
+    return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size) for queries_npy, out_npz in searches]
+
+
+def check_ids(ids: np.ndarray, ids_npy, index, index_path) -> None:
+    """A shard's ids must name every vector of its index, one id per vector."""
+    if index.ntotal != len(ids):
+        raise InputError(str(ids_npy), f"has {len(ids)} ids but the index {index_path} holds {index.ntotal} vectors; "
+                                       "the two files come from different runs of the shard: embed and index it again")
+
+
+def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int = 4096,
+                 where: str = "queries") -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of every query ``q [Q, d]`` in one loaded shard index: ``(scores [Q, k] float32,
+    ids [Q, k] int64)``, ``ids`` mapping the index's rows (-1 and -inf where the shard has
+    fewer than ``k`` vectors). ``where`` names the queries in errors."""
+    q = np.ascontiguousarray(q, dtype=np.float32)
+    if q.ndim != 2 or (len(q) and index.ntotal and q.shape[1] != index.d):
+        raise InputError(where, f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
+    kk = min(k, max(int(index.ntotal), 1))
+    scores = np.full((len(q), k), -np.inf, dtype=np.float32)
+    rows = np.full((len(q), k), -1, dtype=np.int64)
+    for i in range(0, len(q), batch_size):
+        if index.ntotal == 0:
+            break
+        s, r = index.search(q[i : i + batch_size], kk)
+        scores[i : i + batch_size, :kk] = s
+        rows[i : i + batch_size, :kk] = r
+    hit_ids = np.where(rows >= 0, ids[np.clip(rows, 0, None)] if len(ids) else -1, -1)
+    return scores, hit_ids.astype(np.int64)
+
+
+def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int) -> dict:
+    q = load_npy(queries_npy)
+    scores, hit_ids = search_index(index, ids, q, k, batch_size, where=str(queries_npy))
+    with atomic_path(out_npz, suffix=".npz") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64))
+    return {"queries": int(len(q)), "k": k, "vectors": int(index.ntotal)}
+
+
+def merge_topk(shard_scores: Sequence[np.ndarray], shard_ids: Sequence[np.ndarray], k: int):
+    """Exact top-``k`` over shards: ``(scores [Q, k], ids [Q, k])``, best first.
+
+    Ties are broken by the smaller passage id, so the merged ranking does not depend on
+    how the corpus was sharded. Missing hits (id -1, score -inf) sort last.
+    """
+    scores = np.concatenate(shard_scores, axis=1)
+    ids = np.concatenate(shard_ids, axis=1)
+    # lexsort sorts by the last key first: score descending, then id ascending.
+    order = np.lexsort((ids, -scores), axis=1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
+
+
+def merge_shard_hits(shard_npzs: Sequence[str | os.PathLike], k: int):
+    scores, ids = [], []
+    for path in shard_npzs:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                scores.append(z["scores"])
+                ids.append(z["ids"])
+        except (ValueError, EOFError, OSError, KeyError, zipfile.BadZipFile) as e:
+            log.debug("np.load(%s): %s", path, e)
+            raise InputError(str(path), "not a readable shard hits file (truncated or corrupt); "
+                                        "delete it and search the shard again") from None
+    return merge_topk(scores, ids, k)
+
+
+def topk_to_run(scores: np.ndarray, ids: np.ndarray) -> dict[int, list[tuple[int, float]]]:
+    return {
+        q: [(int(i), float(s)) for i, s in zip(ids[q], scores[q]) if i >= 0]
+        for q in range(len(ids))
+    }

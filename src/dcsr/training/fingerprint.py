@@ -1,0 +1,147 @@
+"""Content identities of inputs, so that state reused across runs (a training checkpoint) is
+reused only when everything that determines it is unchanged.
+
+A file's SHA-256 is cached beside it (``.<name>.sha256.json``, keyed by size and
+modification time), so that a 21M-passage training or sentence file is read once, not at
+every start. A directory (a local checkpoint) is hashed file by file, its cache beside it
+(``.<dirname>.sha256.json``). Where the cache cannot be written (a read-only folder) the hash
+is computed and not cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+CHUNK = 1 << 22
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stamp(path: Path) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _read_cache(cache: Path) -> dict:
+    try:
+        value = json.loads(cache.read_text(encoding="utf-8"))
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(cache: Path, value: dict) -> None:
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(value, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:  # a read-only folder: no cache, the hash is still right
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def cache_path(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path.with_name(f".{path.name}.sha256.json")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file, from the cache beside it when its size and mtime are unchanged."""
+    path = Path(path)
+    stamp = _stamp(path)
+    cache = cache_path(path)
+    cached = _read_cache(cache)
+    if cached.get("stamp") == stamp and isinstance(cached.get("sha256"), str):
+        return cached["sha256"]
+    digest = _sha256(path)
+    if _stamp(path) == stamp:  # unchanged while it was read
+        _write_cache(cache, {"stamp": stamp, "sha256": digest})
+    return digest
+
+
+def dir_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a directory tree: of its files' relative paths and contents (hidden
+    files left out), each file's hash cached beside the directory."""
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    cache = cache_path(path)
+    cached = _read_cache(cache).get("files", {})
+    entries, h = {}, hashlib.sha256()
+    for f in files:
+        rel = f.relative_to(path).as_posix()
+        stamp = _stamp(f)
+        old = cached.get(rel)
+        digest = old["sha256"] if isinstance(old, dict) and old.get("stamp") == stamp else _sha256(f)
+        entries[rel] = {"stamp": stamp, "sha256": digest}
+        h.update(f"{rel}\0{digest}\n".encode())
+    if entries != cached:
+        _write_cache(cache, {"files": entries})
+    return h.hexdigest()
+
+
+def package_version(module: str) -> str | None:
+    """The installed version of the distribution that provides ``module``."""
+    for dist in importlib.metadata.packages_distributions().get(module.split(".")[0], []):
+        try:
+            return f"{dist}=={importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def init_identity(init: str) -> dict:
+    """What a training run starts from: a package's name and version (``pkg:NAME``), the tiny
+    model's seed, a local checkpoint's content hash, or a model hub id (its name only: the hub
+    is not reachable to hash it)."""
+    if init.startswith("pkg:"):
+        return {"package": init[4:], "version": package_version(init[4:])}
+    if init == "tiny" or init.startswith("tiny:"):
+        from dcsr.models.checkpoints import tiny_recipe
+
+        return {"tiny": init, "recipe": tiny_recipe()}
+    path = Path(init).expanduser()
+    if path.is_dir():
+        return {"path": str(path.resolve()), "sha256": dir_sha256(path)}
+    return {"hub": init}
+
+
+def describe_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:
+    """Which inputs differ between two fingerprints, in words: ``training data changed
+    (sha256 1a2b3c4d5e6f -> 5e6f7a8b9c0d); settings.learning_rate 0.001 -> 0.002``."""
+    if not old:
+        return "it has no fingerprint (written by an older version of dcsr)"
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict) and key == "settings":
+            for k in sorted(set(a) | set(b)):
+                if a.get(k) != b.get(k):
+                    out.append(f"settings.{k} {a.get(k)!r} -> {b.get(k)!r}")
+        elif isinstance(a, dict) and isinstance(b, dict) and "sha256" in a and "sha256" in b:
+            out.append(f"{key} changed (sha256 {a['sha256'][:12]} -> {b['sha256'][:12]})")
+        else:
+            out.append(f"{key} {a!r} -> {b!r}")
+    return "; ".join(out) or "no difference"
+
+
+def file_identity(path: str | os.PathLike | None) -> dict | None:
+    """``{"sha256": ...}`` of an input file, its content only (None for an absent input)."""
+    if path is None:
+        return None
+    return {"sha256": file_sha256(path)}

@@ -1,0 +1,155 @@
+"""The plan (dcsr.pipeline.plan) answers the rules' questions about a config, without Snakemake
+running: which models train on what, which runs each table and claim needs, which question
+sets each index is searched with, and every rule's inputs and arguments."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from dcsr.errors import InputError
+from dcsr.pipeline.plan import Plan
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Wildcards(dict):
+    """What Snakemake hands an input function: the wildcards by name and as attributes."""
+
+    __getattr__ = dict.__getitem__
+
+
+def load(*names, **overrides) -> dict:
+    config = {}
+    for name in names:
+        config.update(yaml.safe_load((REPO / "config" / name).read_text()))
+    config.update(overrides)
+    validate(config, str(REPO / "config" / "schema.yaml"))  # fills the schema's defaults, as Snakemake does
+    return config
+
+
+@pytest.fixture(scope="module")
+def demo() -> Plan:
+    return Plan(load("config.yaml"), basedir=REPO)
+
+
+def test_the_demo_trains_four_models_on_their_groups_with_mined_negatives(demo):
+    assert demo.trained_models() == ["dpr-a", "dcsr-a", "dpr-b", "dcsr-b"]
+    assert demo.untrained_models() == ["untrained", "untrained-sent"]
+    assert demo.model_training_file("dcsr-b") == "results/bm25/negatives/squad-b-train.json"
+    assert demo.dataset_file("squad-a", "dev") == "results/data/squad/squad-a-dev.json"
+    inputs = demo.train_inputs(Wildcards(model="dcsr-a"))
+    assert inputs == {"train": "results/bm25/negatives/squad-a-train.json", "dev": "results/data/squad/squad-a-dev.json",
+                      "sentences": "results/sentences/squad/sentences.tsv"}
+    assert "sentences" not in demo.train_inputs(Wildcards(model="dpr-a"))
+
+
+def test_a_table_asks_for_every_row_on_every_test_set(demo):
+    runs = demo.table_runs("dpr_dcsr")
+    assert len(runs) == 5 * 2
+    assert ("squad", "bm25", "bm25", "squad-b") in runs and ("squad", "dcsr-a", "dcsr-a", "squad-b") in runs
+    assert demo.table_metrics("dpr_dcsr")[0].startswith("results/metrics/squad/")
+
+
+def test_dcsr_runs_also_search_the_dev_questions_their_temperature_is_chosen_on(demo):
+    runs = demo.dense_runs()
+    assert ("squad", "dcsr-a", "dcsr-a", "squad-a.dev") in runs
+    assert ("squad", "dpr-a", "dpr-a", "squad-a.dev") not in runs  # DPR has no temperature
+    assert all(r[1] != "bm25" for r in runs)
+    wc = Wildcards(corpus="squad", qmodel="dcsr-a", pmodel="dcsr-a", dataset="squad-a")
+    merge = demo.merge_inputs(wc)
+    assert merge["temperature"] == "results/temperature/squad/dcsr-a/dcsr-a/squad-a.json"
+    assert merge["hits"] == ["results/hits/squad/dcsr-a/shard-0"]
+    assert demo.hasans_args(wc, Wildcards(merge)) == f"--hasans --temperature-file {merge['temperature']}"
+    # the dev run the temperature is chosen on is scored with T = 1
+    dev = Wildcards(corpus="squad", qmodel="dcsr-a", pmodel="dcsr-a", dataset="squad-a.dev")
+    assert demo.hasans_args(dev, Wildcards(demo.merge_inputs(dev))) == "--hasans --temperature 1.0"
+    assert demo.temperature_inputs(wc)["questions"] == "results/data/squad/squad-a-dev.qa.csv"
+
+
+def test_one_search_job_per_shard_answers_every_question_set_searched_against_it(demo):
+    wc = Wildcards(corpus="squad", pmodel="dpr-a", shard="0")
+    args = demo.search_args(wc, ["results/hits/squad/dpr-a/shard-0"])
+    # dpr-a's index is searched by dpr-a's questions of both test sets (table and attribution)
+    assert "--search results/queries/dpr-a/squad-a.npy results/hits/squad/dpr-a/shard-0/dpr-a/squad-a.npz" in args
+    assert "results/queries/dpr-a/squad-b.npy" in args
+    assert demo.question_sets_of("dpr-a") == ["squad-a", "squad-b"]
+
+
+def test_a_run_no_table_asks_for_is_an_error_naming_the_config_key(demo):
+    with pytest.raises(InputError, match=r"config: the run untrained x dpr-b on squad-a \(squad\) is in no table"):
+        demo.merge_inputs(Wildcards(corpus="squad", qmodel="untrained", pmodel="dpr-b", dataset="squad-a"))
+
+
+def test_a_claim_on_a_pair_no_table_runs_fails_at_plan_time():
+    config = load("config.yaml")
+    config["claims"] = [dict(config["claims"][0], baseline={"question": "untrained", "passage": "dpr-b"})]
+    with pytest.raises(InputError, match=r"config: claims\.0\.baseline: the run untrained x dpr-b on squad-a"):
+        Plan(config).claims_spec()
+
+
+def test_claims_with_seeds_read_one_run_per_seed():
+    config = load("config.yaml")
+    config["models"]["dpr-a"]["seeds"] = 3
+    plan = Plan(config)
+    assert {"dpr-a.seed2", "dpr-a.seed3"} <= set(plan.trained_models())
+    first = plan.claims_spec()[0]
+    assert len(first["baseline_runs"]) == 3
+    assert first["baseline_runs"][1] == "results/metrics/squad/dpr-a.seed2/dpr-a.seed2/squad-a.questions.jsonl"
+    assert first["method_runs"] == ["results/metrics/squad/dcsr-a/dcsr-a/squad-a.questions.jsonl"]  # one run
+    # every seed's run is searched, though no table names it
+    assert ("squad", "dpr-a.seed3", "dpr-a.seed3", "squad-a") in plan.dense_runs()
+
+
+def test_launchers_follow_gpus_and_nodes():
+    config = load("config.yaml")
+    plan = Plan(copy.deepcopy(config))
+    assert plan.train_launcher("dpr-a") == "python" and plan.train_threads("dpr-a") == 1  # resources.train_biencoder.threads
+    config["models"]["dpr-a"]["train"] = {"gpus": 4}
+    plan = Plan(copy.deepcopy(config))
+    assert plan.train_launcher("dpr-a") == "torchrun --standalone --nproc_per_node 4"
+    assert plan.train_gpu_resources("dpr-a") == {"gpu": 4, "gres": "", "nodes": 1}
+    assert plan.train_threads("dpr-a") == 4 * 2  # train.cpus_per_gpu (default 2) per GPU
+    config["models"]["dpr-a"]["train"] = {"gpus": 0, "nodes": 2}
+    with pytest.raises(InputError, match="config: train.nodes: model dpr-a trains over 2 nodes"):
+        Plan(config).train_launcher("dpr-a")
+
+
+def test_the_attribution_matrix_pairs_every_question_encoder_with_every_passage_encoder(demo):
+    families = demo.config["attribution"]["families"]
+    tests = demo.config["attribution"]["test_sets"]
+    cells = demo.attribution_cells()
+    k = sum(len(f) ** 2 for f in families.values())
+    assert len(cells) == k * len(tests) + len(tests)  # + BM25 on each test set
+    for family in families.values():
+        for q in family.values():
+            for p in family.values():
+                assert all((q, p, t) in cells for t in tests)
+
+
+def test_final_outputs_name_every_table_figure_and_the_ledger(demo):
+    out = demo.final_outputs()
+    assert "results/tables/dpr_dcsr.md" in out and "results/claims.md" in out
+    assert "results/models/dcsr-b" in out and "results/attribution/pair_matrix.csv" in out
+    assert len(out) == len(set(out))
+
+
+def test_a_squad_source_not_in_the_working_directory_is_taken_from_the_repository(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = Plan(load("config.yaml"), basedir=REPO).squad_args("squad")
+    assert f"--source {REPO}/resources/squad/squad1.1-dev-36-articles.json.gz" in args
+    assert "--train 0.7 --dev 0.1 --test 0.2" in args
+
+
+def test_the_data_efficiency_sweep_trains_on_nested_samples():
+    plan = Plan(load("paper-attribution.yaml"))
+    sweep = plan.config["attribution"]["sweep"]
+    series = plan.sweep_series()
+    assert set(series) == set(sweep["datasets"])
+    dataset, models = next(iter(series.items()))
+    fraction, model = models[0]
+    assert fraction < 1.0
+    assert plan.model_training_file(model).startswith(f"{plan.results}/samples/{dataset}/train-")
+    assert models[-1] == (1.0, plan.config["attribution"]["families"][sweep["family"]][dataset])
