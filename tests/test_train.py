@@ -14,8 +14,9 @@ import torch
 from dcsr.errors import InputError
 from dcsr.data.formats import read_biencoder
 from dcsr.models.biencoder import build_biencoder, load_biencoder
-from dcsr.training.loop import (SampleBuilder, build_samples, evaluate, gather_rows, DistContext, load_settings,
-                        nll_loss, sample_rng, train, validate_settings)
+from dcsr.settings import Settings
+from dcsr.training.loop import (DistContext, SampleBuilder, Trainer, build_samples, evaluate, gather_rows, load_settings,
+                                nll_loss, sample_rng, setup_distributed, train, validate_settings)
 
 # Single-token words of the WordPiece vocabulary: each question and its positive share one.
 WORDS = ("apple river castle engine forest guitar harbor island jungle kitten lemon mountain needle orange "
@@ -211,6 +212,34 @@ def _weights(model_dir):
 
 def _same_weights(a, b):
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_trainer_steps_by_name_make_the_model_train_makes(tmp_path, tiny_bert, data):
+    """Driving Trainer's named steps by hand (setup, resume, step, validate, save, finish) gives
+    the very weights of train(), which runs the same steps in its loop."""
+    train_json, dev_json = data
+    settings = {**SMALL, "max_steps": 3}
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "loop", tmp_path / "ck-loop", log=lambda m: None)
+
+    s = validate_settings(settings)
+    assert isinstance(s, Settings) and s.batch_size == s["batch_size"] == SMALL["batch_size"]
+    with pytest.raises(AttributeError, match="no setting 'batch_sise'"):
+        s.batch_sise
+    ctx, _ = setup_distributed()
+    trainer = Trainer(s, train_json, dev_json, str(tiny_bert), tmp_path / "by-hand", tmp_path / "ck-hand",
+                      lambda m: None, SampleBuilder, ctx)
+    trainer.setup()
+    trainer.resume()
+    assert (trainer.step_no, trainer.total_steps) == (0, 3)
+    losses = [trainer.step(batch)[0] for batch in trainer.epoch_batches()]  # 3 of the epoch's 8: max_steps
+    assert trainer.step_no == 3 and all(math.isfinite(v) for v in losses)
+    trainer.validate()
+    trainer.save()
+    trainer.log_fh.close()
+    summary = trainer.finish()
+    assert summary["steps"] == 3 and summary["validation"]["step"] == 3
+    assert (tmp_path / "ck-hand" / "last" / "trainer_state.pt").is_file()
+    assert _same_weights(_weights(tmp_path / "by-hand"), _weights(tmp_path / "loop"))
 
 
 def test_resume_after_kill(tmp_path, repo, tiny_bert, data):

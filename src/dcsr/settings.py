@@ -257,6 +257,34 @@ def filled(spec: Mapping[str, Setting], values: Mapping[str, Any] | None, where:
     return {**defaults(spec), **check(spec, values, where, **kw)}
 
 
+class Settings(Mapping):
+    """Checked settings with every default filled in, read-only: ``s.batch_size`` or
+    ``s["batch_size"]``. Its keys are those of the :class:`Setting` specs it was checked against
+    (:data:`TRAIN`, plus a sample builder's), so each name, type, default and range is written
+    once, there; ``dict(s)`` is the plain mapping that checkpoints and ``dcsr.json`` record."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self._values = dict(values)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__dict__["_values"][key]
+        except KeyError:
+            raise AttributeError(f"no setting {key!r}") from None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Settings({self._values!r})"
+
+
 _ELSEWHERE = {
     **{k: "a DCSR setting: set it under dcsr: (all DCSR models) or a DCSR model's own train:" for k in DCSR_TRAIN},
     **{k: "set by the pipeline from the training dataset's match" for k in DCSR_INTERNAL},

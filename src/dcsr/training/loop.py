@@ -43,12 +43,12 @@ from dcsr.data.formats import read_biencoder
 from dcsr.fsutil import atomic_open, atomic_path
 from dcsr.models.biencoder import (BiEncoder, build_biencoder, load_biencoder, score, tokenize_passages, tokenize_questions,
                     write_biencoder)
-from dcsr.settings import NOT_IN_FINGERPRINT, TRAIN, Setting, filled
+from dcsr.settings import NOT_IN_FINGERPRINT, TRAIN, Setting, Settings, filled
 
 # ---------------------------------------------------------------------- settings
 
 
-def validate_settings(settings: Mapping[str, Any] | None, extra: Mapping[str, Setting] | None = None) -> dict:
+def validate_settings(settings: Mapping[str, Any] | None, extra: Mapping[str, Setting] | None = None) -> Settings:
     """The full settings: the given ones checked against :data:`dcsr.settings.TRAIN` (plus
     ``extra``, the keys a :class:`SampleBuilder` adds) and every default filled in. An
     :class:`InputError` names any unknown key (and the closest valid one), wrong type or
@@ -56,7 +56,7 @@ def validate_settings(settings: Mapping[str, Any] | None, extra: Mapping[str, Se
     full = filled({**TRAIN, **(extra or {})}, settings, "settings")
     if full["dev_batch_size"] is None:
         full["dev_batch_size"] = full["batch_size"]
-    return full
+    return Settings(full)
 
 
 def load_settings(arg: str | None) -> dict:
@@ -564,118 +564,203 @@ def train(settings: Mapping[str, Any] | None, train_json: str | os.PathLike, dev
     s = validate_settings(settings, builder_cls.SETTINGS)
     ctx, started = setup_distributed()
     try:
-        return _train(s, Path(train_json), Path(dev_json), init, Path(output_dir), Path(checkpoint_dir),
-                      log or _stderr_log, builder_cls, ctx)
+        trainer = Trainer(s, Path(train_json), Path(dev_json), init, Path(output_dir), Path(checkpoint_dir),
+                          log or _stderr_log, builder_cls, ctx)
+        return trainer.run()
     finally:
         if started:
             dist.destroy_process_group()
 
 
-def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, builder_cls, ctx: DistContext) -> dict:
-    from tqdm import tqdm
+class Trainer:
+    """One training run, in named steps: :meth:`setup` (data, model, optimizer, and whether the
+    last checkpoint is this run's), :meth:`resume` (its state, when it is), :meth:`step` (one
+    optimization step on a global batch), :meth:`validate`, :meth:`save` (a checkpoint) and
+    :meth:`finish` (the trained model, atomically). :meth:`run` is the loop that calls them.
 
-    say = log if ctx.main else (lambda msg: None)
-    builder = builder_cls(s)
-    records = read_biencoder(train_json)
-    dev_records = read_biencoder(dev_json)
-    global_bs = s["batch_size"] * ctx.world
+    ``settings`` is one :class:`~dcsr.settings.Settings` of :data:`dcsr.settings.TRAIN` plus
+    the builder's keys, checked, defaults filled (:func:`validate_settings`)."""
 
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    last = _recover_last(checkpoint_dir) if ctx.main else None
-    # JSON-normalised, as it is compared with the one stored beside the checkpoint
-    amp_dtype, use_scaler = _amp_dtype(s["amp"], ctx.device)
-    compute = str(amp_dtype or torch.float32).removeprefix("torch.")
-    identity = json.loads(json.dumps(fingerprint(s, builder.method, train_json, dev_json, init,
-                                                 builder_cls.input_files(), ctx.world, compute))) if ctx.main else None
-    if last is not None:
-        try:
-            old = json.loads((last / FINGERPRINT_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            old = None
-        if old != identity:
-            _set_aside(checkpoint_dir, last, describe_change(old, identity), say)
-            last = None
-    if ctx.enabled:  # rank 0 decided; everyone then reads the same state
-        dist.barrier()
-        last = checkpoint_dir / LAST if (checkpoint_dir / LAST / STATE_FILE).is_file() else None
-    state = torch.load(last / STATE_FILE, map_location="cpu", weights_only=False) if last is not None else None
+    def __init__(self, settings: Settings, train_json: Path, dev_json: Path, init: str, output_dir: Path,
+                 checkpoint_dir: Path, log: Callable[[str], None], builder_cls: type[SampleBuilder],
+                 ctx: DistContext):
+        self.s, self.ctx = settings, ctx
+        self.train_json, self.dev_json, self.init = train_json, dev_json, init
+        self.output_dir, self.checkpoint_dir = output_dir, checkpoint_dir
+        self.builder_cls = builder_cls
+        self.say = log if ctx.main else (lambda msg: None)
+        self.step_no, self.epoch, self.pos = 0, 0, 0
+        self.history: list[dict] = []
+        self.log_fh = None
 
-    # Same seed in every process for anything random in building the model; dropout then
-    # gets a per-process stream.
-    random.seed(s["seed"])
-    np.random.seed(s["seed"])
-    torch.manual_seed(s["seed"])
-    if state is not None:
-        tokenizer, model, _ = load_biencoder(last, device="cpu", dropout=s["dropout"])
-    else:
-        tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"], s["normalize"], s["scale"])
-    builder.setup(tokenizer, model)
-    records = builder.prepare_records(records, str(train_json), say)
-    dev_records = builder.prepare_records(dev_records, str(dev_json), say)
-    if not dev_records:
-        raise InputError(str(dev_json), "the dev set has no usable records")
-    steps_per_epoch = len(records) // global_bs  # the last partial global batch is dropped
-    if steps_per_epoch == 0:
-        raise InputError(str(train_json), f"{len(records)} training records are fewer than one global batch "
-                                          f"({s['batch_size']} x {ctx.world} processes)")
-    total_steps = s["epochs"] * steps_per_epoch
-    if s["max_steps"]:
-        total_steps = min(total_steps, s["max_steps"])
-    warmup = int(round(s["warmup_ratio"] * total_steps)) if s["warmup_ratio"] is not None else s["warmup_steps"]
-    model.to(ctx.device)
-    model.train()
-    torch.manual_seed(s["seed"] + ctx.rank)
-    if ctx.enabled:
-        from torch.nn.parallel import DistributedDataParallel
+    # ------------------------------------------------------------------ setup and resume
+    def setup(self) -> None:
+        """Read the data, decide whether ``checkpoint_dir/last`` is this run's (else set it
+        aside), build or load the model, and make the optimizer, schedule and scaler."""
+        s, ctx = self.s, self.ctx
+        self.builder = self.builder_cls(s)
+        records = read_biencoder(self.train_json)
+        dev_records = read_biencoder(self.dev_json)
+        self.global_bs = s.batch_size * ctx.world
 
-        ddp = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
-    else:
-        ddp = model
-    optimizer = _optimizer(model, s)
-    scheduler = linear_schedule(optimizer, warmup, total_steps)
-    scaler = torch.amp.GradScaler(ctx.device.type, enabled=use_scaler)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        last = _recover_last(self.checkpoint_dir) if ctx.main else None
+        self.amp_dtype, use_scaler = _amp_dtype(s.amp, ctx.device)
+        compute = str(self.amp_dtype or torch.float32).removeprefix("torch.")
+        # JSON-normalised, as it is compared with the one stored beside the checkpoint
+        self.identity = json.loads(json.dumps(fingerprint(s, self.builder.method, self.train_json, self.dev_json,
+                                                          self.init, self.builder_cls.input_files(), ctx.world,
+                                                          compute))) if ctx.main else None
+        if last is not None:
+            try:
+                old = json.loads((last / FINGERPRINT_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                old = None
+            if old != self.identity:
+                _set_aside(self.checkpoint_dir, last, describe_change(old, self.identity), self.say)
+                last = None
+        if ctx.enabled:  # rank 0 decided; everyone then reads the same state
+            dist.barrier()
+            last = self.checkpoint_dir / LAST if (self.checkpoint_dir / LAST / STATE_FILE).is_file() else None
+        self.state = torch.load(last / STATE_FILE, map_location="cpu", weights_only=False) if last is not None else None
 
-    step, epoch, pos = 0, 0, 0
-    history: list[dict] = []
-    if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        step, epoch, pos = state["step"], state["epoch"], state["position"]
-        history = list(state["validation"])
-        rng = state["rng"]
-        if len(rng) == ctx.world:
-            _set_rng_state(rng[ctx.rank])
-        say(f"resuming from step {step} (epoch {epoch}, batch {pos} of {steps_per_epoch})")
-    else:
-        say(f"starting from {init}")
-    say(f"{len(records)} training records, {len(dev_records)} dev; {ctx.world} process(es) on {ctx.device}; "
-        f"global batch {global_bs}; {steps_per_epoch} steps per epoch; {total_steps} steps; warm-up {warmup}; "
-        f"amp {amp_dtype}")
+        # Same seed in every process for anything random in building the model; dropout then
+        # gets a per-process stream.
+        random.seed(s.seed)
+        np.random.seed(s.seed)
+        torch.manual_seed(s.seed)
+        if self.state is not None:
+            self.tokenizer, self.model, _ = load_biencoder(last, device="cpu", dropout=s.dropout)
+        else:
+            self.tokenizer, self.model = build_biencoder(self.init, s.pooling, s.dropout, s.normalize, s.scale)
+        self.builder.setup(self.tokenizer, self.model)
+        self.records = self.builder.prepare_records(records, str(self.train_json), self.say)
+        self.dev_records = self.builder.prepare_records(dev_records, str(self.dev_json), self.say)
+        if not self.dev_records:
+            raise InputError(str(self.dev_json), "the dev set has no usable records")
+        self.steps_per_epoch = len(self.records) // self.global_bs  # the last partial global batch is dropped
+        if self.steps_per_epoch == 0:
+            raise InputError(str(self.train_json), f"{len(self.records)} training records are fewer than one global "
+                                                   f"batch ({s.batch_size} x {ctx.world} processes)")
+        self.total_steps = s.epochs * self.steps_per_epoch
+        if s.max_steps:
+            self.total_steps = min(self.total_steps, s.max_steps)
+        self.warmup = int(round(s.warmup_ratio * self.total_steps)) if s.warmup_ratio is not None else s.warmup_steps
+        self.model.to(ctx.device)
+        self.model.train()
+        torch.manual_seed(s.seed + ctx.rank)
+        if ctx.enabled:
+            from torch.nn.parallel import DistributedDataParallel
 
-    log_path = checkpoint_dir / TRAIN_LOG
-    log_fh = None
-    if ctx.main:
-        kept = []
-        if state is not None and log_path.exists():
-            with open(log_path, encoding="utf-8") as fh:
-                kept = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= step]
-        with atomic_open(log_path, "w", encoding="utf-8") as fh:
-            fh.writelines(kept)
-        log_fh = open(log_path, "a", encoding="utf-8")
+            self.ddp = DistributedDataParallel(self.model,
+                                               device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+        else:
+            self.ddp = self.model
+        self.optimizer = _optimizer(self.model, s)
+        self.scheduler = linear_schedule(self.optimizer, self.warmup, self.total_steps)
+        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=use_scaler)
+        self.meta = {
+            "method": self.builder.method,
+            "trained": True,
+            "base_checkpoint": self.init,
+            "question_max_length": s.question_max_length,
+            "passage_max_length": s.passage_max_length,
+            "settings": dict(s),
+            "world_size": ctx.world,
+            "fingerprint": self.identity,
+        }
 
-    meta = {
-        "method": builder.method,
-        "trained": True,
-        "base_checkpoint": init,
-        "question_max_length": s["question_max_length"],
-        "passage_max_length": s["passage_max_length"],
-        "settings": s,
-        "world_size": ctx.world,
-        "fingerprint": identity,
-    }
+    def resume(self) -> None:
+        """Take up the state of the checkpoint :meth:`setup` kept (optimizer, schedule, scaler,
+        position, validations, every process's RNG), and the training log up to its step."""
+        state, ctx = self.state, self.ctx
+        if state is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.scaler.load_state_dict(state["scaler"])
+            self.step_no, self.epoch, self.pos = state["step"], state["epoch"], state["position"]
+            self.history = list(state["validation"])
+            rng = state["rng"]
+            if len(rng) == ctx.world:
+                _set_rng_state(rng[ctx.rank])
+            self.say(f"resuming from step {self.step_no} (epoch {self.epoch}, batch {self.pos} of "
+                     f"{self.steps_per_epoch})")
+        else:
+            self.say(f"starting from {self.init}")
+        self.say(f"{len(self.records)} training records, {len(self.dev_records)} dev; {ctx.world} process(es) on "
+                 f"{ctx.device}; global batch {self.global_bs}; {self.steps_per_epoch} steps per epoch; "
+                 f"{self.total_steps} steps; warm-up {self.warmup}; amp {self.amp_dtype}")
+        self.log_path = self.checkpoint_dir / TRAIN_LOG
+        if ctx.main:
+            kept = []
+            if state is not None and self.log_path.exists():
+                with open(self.log_path, encoding="utf-8") as fh:
+                    kept = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= self.step_no]
+            with atomic_open(self.log_path, "w", encoding="utf-8") as fh:
+                fh.writelines(kept)
+            self.log_fh = open(self.log_path, "a", encoding="utf-8")
 
-    def checkpoint() -> None:
+    # ------------------------------------------------------------------ the loop's steps
+    def epoch_batches(self) -> torch.utils.data.DataLoader:
+        """This process's batches of the rest of the current epoch (up to ``max_steps``), from
+        the current position: the epoch's global order, tokenized in ``num_workers`` workers."""
+        s = self.s
+        order = _epoch_order(len(self.records), s.seed, self.epoch)
+        steps_here = min(self.steps_per_epoch, self.pos + (self.total_steps - self.step_no))
+        data = _EpochBatches(self.records, order, self.builder, self.tokenizer, self.epoch, self.pos, steps_here,
+                             self.ctx)
+        # A loader draws its workers' base seed from the generator it is given, else from
+        # torch's global RNG, which also drives dropout: a resume (a new loader mid-epoch)
+        # would then shift the dropout stream. Its own generator keeps the global RNG intact.
+        return torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=s.num_workers,
+                                           collate_fn=_identity, generator=torch.Generator().manual_seed(s.seed + self.epoch))
+
+    def step(self, batch: Batch) -> tuple[float, float, float]:
+        """One optimization step on this process's slice of a global batch: ``(loss, in-batch
+        accuracy, learning rate)``."""
+        ctx = self.ctx
+        batch = batch.to(ctx.device)
+        with _autocast(ctx.device, self.amp_dtype):
+            q, p = self.ddp(batch.q, batch.p)
+        q_all, p_all, targets = global_vectors(q.float(), p.float(), batch.positive_index, ctx)
+        loss, correct = nll_loss(q_all, p_all, targets)
+        # Each process back-propagates through its own rows only and DDP averages the
+        # gradients; scaling by world_size makes that average the single-process
+        # gradient of the global batch.
+        self.scaler.scale(loss * ctx.world).backward()
+        self.scaler.unscale_(self.optimizer)
+        if self.s.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
+        lr = self.scheduler.get_last_lr()[0]
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step_no += 1
+        self.pos += 1
+        return float(loss.detach()), correct / q_all.shape[0], lr
+
+    def validate(self) -> None:
+        """In-batch NLL and accuracy on the dev set (and DPR's average rank), appended to the
+        run's validation history."""
+        s, t0 = self.s, time.time()
+        # DPR computes the average rank from val_av_rank_start_epoch on; the run's last
+        # validation always does, so that every trained model reports one.
+        rank = self.epoch >= s.val_av_rank_start_epoch or self.step_no >= self.total_steps
+        result = evaluate(self.model, self.tokenizer, self.dev_records, builder=self.builder, ctx=self.ctx,
+                          amp_dtype=self.amp_dtype, progress=True, average_rank=rank)
+        result = {"epoch": self.epoch, "step": self.step_no, **result, "seconds": round(time.time() - t0, 3)}
+        self.history.append(result)
+        ranked = (f"average rank {result['average_rank']:.2f} ({result['average_rank_questions']} questions, "
+                  f"{result['average_rank_passages']} passages)" if rank else
+                  f"average rank from epoch {s.val_av_rank_start_epoch} on")
+        self.say(f"validation epoch {self.epoch} step {self.step_no}: nll {result['nll_loss']:.4f}, in-batch "
+                 f"accuracy {result['accuracy']:.4f}, {ranked}")
+
+    def save(self) -> None:
+        """A checkpoint at ``checkpoint_dir/last``, replaced atomically: the model, the trainer's
+        state with every process's RNG, the validations and the fingerprint."""
+        ctx = self.ctx
         rng = [None] * ctx.world
         if ctx.enabled:
             dist.all_gather_object(rng, _rng_state())
@@ -684,104 +769,75 @@ def _train(s, train_json, dev_json, init, output_dir, checkpoint_dir, log, build
         if not ctx.main:
             return
         trainer_state = {
-            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-            "step": step, "epoch": epoch, "position": pos, "rng": rng, "validation": history,
-            "settings": s, "world_size": ctx.world, "total_steps": total_steps,
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(), "step": self.step_no, "epoch": self.epoch, "position": self.pos,
+            "rng": rng, "validation": self.history, "settings": dict(self.s), "world_size": ctx.world,
+            "total_steps": self.total_steps,
         }
-        with atomic_path(checkpoint_dir / LAST) as tmp:
-            write_biencoder(model, tokenizer, tmp, {**meta, "step": step, "epoch": epoch})
+        with atomic_path(self.checkpoint_dir / LAST) as tmp:
+            write_biencoder(self.model, self.tokenizer, tmp, {**self.meta, "step": self.step_no, "epoch": self.epoch})
             torch.save(trainer_state, tmp / STATE_FILE)
-            _write_json(tmp / VALIDATION_FILE, history)
-            _write_json(tmp / FINGERPRINT_FILE, identity)
+            _write_json(tmp / VALIDATION_FILE, self.history)
+            _write_json(tmp / FINGERPRINT_FILE, self.identity)
 
-    def validate() -> None:
-        t0 = time.time()
-        # DPR computes the average rank from val_av_rank_start_epoch on; the run's last
-        # validation always does, so that every trained model reports one.
-        rank = epoch >= s["val_av_rank_start_epoch"] or step >= total_steps
-        result = evaluate(model, tokenizer, dev_records, builder=builder, ctx=ctx, amp_dtype=amp_dtype, progress=True,
-                          average_rank=rank)
-        result = {"epoch": epoch, "step": step, **result, "seconds": round(time.time() - t0, 3)}
-        history.append(result)
-        ranked = (f"average rank {result['average_rank']:.2f} ({result['average_rank_questions']} questions, "
-                  f"{result['average_rank_passages']} passages)" if rank else
-                  f"average rank from epoch {s['val_av_rank_start_epoch']} on")
-        say(f"validation epoch {epoch} step {step}: nll {result['nll_loss']:.4f}, in-batch accuracy "
-            f"{result['accuracy']:.4f}, {ranked}")
+    def finish(self) -> dict:
+        """Write the trained model to ``output_dir`` (rank 0, atomically) and return the summary."""
+        ctx = self.ctx
+        if ctx.main:
+            with atomic_path(self.output_dir) as tmp:
+                write_biencoder(self.model, self.tokenizer, tmp,
+                                {**self.meta, "step": self.step_no, "epoch": self.epoch})
+                _write_json(tmp / VALIDATION_FILE, self.history)
+                shutil.copy(self.log_path, tmp / TRAIN_LOG)
+            self.say(f"wrote {self.output_dir} after {self.step_no} steps")
+        if ctx.enabled:
+            dist.barrier()
+        return {"steps": self.step_no, "epoch": self.epoch, "validation": self.history[-1] if self.history else None}
 
-    bar = tqdm(total=total_steps, initial=step, desc="train", unit=" step", file=sys.stderr, disable=not ctx.main,
-               mininterval=1.0, dynamic_ncols=True)
-    rolling: list[float] = []
-    try:
-        while step < total_steps and epoch < s["epochs"]:
-            order = _epoch_order(len(records), s["seed"], epoch)
-            steps_here = min(steps_per_epoch, pos + (total_steps - step))
-            data = _EpochBatches(records, order, builder, tokenizer, epoch, pos, steps_here, ctx)
-            # A loader draws its workers' base seed from the generator it is given, else from
-            # torch's global RNG, which also drives dropout: a resume (a new loader mid-epoch)
-            # would then shift the dropout stream. Its own generator keeps the global RNG intact.
-            loader = torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=s["num_workers"],
-                                                 collate_fn=_identity,
-                                                 generator=torch.Generator().manual_seed(s["seed"] + epoch))
-            for batch in loader:
-                t0 = time.time()
-                batch = batch.to(ctx.device)
-                with _autocast(ctx.device, amp_dtype):
-                    q, p = ddp(batch.q, batch.p)
-                q_all, p_all, targets = global_vectors(q.float(), p.float(), batch.positive_index, ctx)
-                loss, correct = nll_loss(q_all, p_all, targets)
-                # Each process back-propagates through its own rows only and DDP averages the
-                # gradients; scaling by world_size makes that average the single-process
-                # gradient of the global batch.
-                scaler.scale(loss * ctx.world).backward()
-                scaler.unscale_(optimizer)
-                if s["max_grad_norm"] > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), s["max_grad_norm"])
-                lr = scheduler.get_last_lr()[0]
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                pos += 1
-                value = float(loss.detach())
-                rolling.append(value)
-                if log_fh is not None:
-                    log_fh.write(json.dumps({"step": step, "epoch": epoch, "loss": value,
-                                             "accuracy": correct / q_all.shape[0], "lr": lr,
-                                             "seconds": round(time.time() - t0, 4)}) + "\n")
-                    log_fh.flush()
-                bar.update(1)
-                bar.set_postfix(loss=f"{value:.4f}", epoch=epoch, refresh=False)
-                if s["log_every_steps"] and step % s["log_every_steps"] == 0:
-                    say(f"step {step}/{total_steps} epoch {epoch}: loss {np.mean(rolling):.4f} "
-                        f"(mean of the last {len(rolling)}), lr {lr:.3g}")
-                    rolling = []
-                if pos == steps_per_epoch:
-                    validate()
-                    epoch, pos = epoch + 1, 0
-                    checkpoint()
-                elif s["checkpoint_every_steps"] and step % s["checkpoint_every_steps"] == 0:
-                    checkpoint()
-                if step >= total_steps:
-                    break
-        if not history or history[-1]["step"] != step:  # stopped by max_steps inside an epoch
-            validate()
-            checkpoint()
-    finally:
-        bar.close()
-        if log_fh is not None:
-            log_fh.close()
+    def run(self) -> dict:
+        """setup, resume, then steps (validating and saving after each epoch, and every
+        ``checkpoint_every_steps``) until ``max_steps`` or ``epochs``; then finish."""
+        from tqdm import tqdm
 
-    if ctx.main:
-        with atomic_path(output_dir) as tmp:
-            write_biencoder(model, tokenizer, tmp, {**meta, "step": step, "epoch": epoch})
-            _write_json(tmp / VALIDATION_FILE, history)
-            shutil.copy(log_path, tmp / TRAIN_LOG)
-        say(f"wrote {output_dir} after {step} steps")
-    if ctx.enabled:
-        dist.barrier()
-    return {"steps": step, "epoch": epoch, "validation": history[-1] if history else None}
+        s, ctx = self.s, self.ctx
+        self.setup()
+        self.resume()
+        bar = tqdm(total=self.total_steps, initial=self.step_no, desc="train", unit=" step", file=sys.stderr,
+                   disable=not ctx.main, mininterval=1.0, dynamic_ncols=True)
+        rolling: list[float] = []
+        try:
+            while self.step_no < self.total_steps and self.epoch < s.epochs:
+                for batch in self.epoch_batches():
+                    t0 = time.time()
+                    value, accuracy, lr = self.step(batch)
+                    rolling.append(value)
+                    if self.log_fh is not None:
+                        self.log_fh.write(json.dumps({"step": self.step_no, "epoch": self.epoch, "loss": value,
+                                                      "accuracy": accuracy, "lr": lr,
+                                                      "seconds": round(time.time() - t0, 4)}) + "\n")
+                        self.log_fh.flush()
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{value:.4f}", epoch=self.epoch, refresh=False)
+                    if s.log_every_steps and self.step_no % s.log_every_steps == 0:
+                        self.say(f"step {self.step_no}/{self.total_steps} epoch {self.epoch}: loss "
+                                 f"{np.mean(rolling):.4f} (mean of the last {len(rolling)}), lr {lr:.3g}")
+                        rolling = []
+                    if self.pos == self.steps_per_epoch:
+                        self.validate()
+                        self.epoch, self.pos = self.epoch + 1, 0
+                        self.save()
+                    elif s.checkpoint_every_steps and self.step_no % s.checkpoint_every_steps == 0:
+                        self.save()
+                    if self.step_no >= self.total_steps:
+                        break
+            if not self.history or self.history[-1]["step"] != self.step_no:  # stopped by max_steps inside an epoch
+                self.validate()
+                self.save()
+        finally:
+            bar.close()
+            if self.log_fh is not None:
+                self.log_fh.close()
+        return self.finish()
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -805,7 +861,7 @@ def export_untrained(settings: Mapping[str, Any] | None, init: str, output_dir: 
         "base_checkpoint": init,
         "question_max_length": s["question_max_length"],
         "passage_max_length": s["passage_max_length"],
-        "settings": s,
+        "settings": dict(s),
         "step": 0,
         "epoch": 0,
     })
