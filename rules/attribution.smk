@@ -57,7 +57,7 @@ rule collect_pair_matrix:
 
 
 # The report rules share one script (a subcommand each) and the spec built from the config
-# (plan.attribution_spec_arg, in common.smk).
+# (Plan.attribution_spec_arg). Table 4 is Table 2's rule with its own subcommand and outputs.
 
 rule make_attribution_table2:
     input:
@@ -73,6 +73,7 @@ rule make_attribution_table2:
     params:
         script=ATTRIBUTION_REPORT,
         spec=plan.attribution_spec_arg,
+        table="table2",
     threads: 1
     resources:
         mem_mb=plan.resources_for("make_attribution_table2", "mem_mb"),
@@ -80,7 +81,7 @@ rule make_attribution_table2:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} table2 --spec {params.spec} --matrix {input.matrix} --paper {input.paper}"
+        "python {params.script} {params.table} --spec {params.spec} --matrix {input.matrix} --paper {input.paper}"
         " --csv {output.csv} --md {output.md} 2> {log}"
 
 
@@ -138,10 +139,7 @@ rule plot_data_efficiency:
         " --csv {output.csv} --png {output.png} 2> {log}"
 
 
-rule make_attribution_table4:
-    input:
-        matrix=PAIR_MATRIX,
-        paper=PAPER_NUMBERS,
+use rule make_attribution_table2 as make_attribution_table4 with:
     output:
         csv=report(f"{ATTRIBUTION_TABLE4}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
         md=f"{ATTRIBUTION_TABLE4}.md",
@@ -152,15 +150,10 @@ rule make_attribution_table4:
     params:
         script=ATTRIBUTION_REPORT,
         spec=plan.attribution_spec_arg,
-    threads: 1
+        table="table4",
     resources:
         mem_mb=plan.resources_for("make_attribution_table4", "mem_mb"),
         runtime=plan.resources_for("make_attribution_table4", "runtime"),
-    conda:
-        "../envs/cpu.yaml"
-    shell:
-        "python {params.script} table4 --spec {params.spec} --matrix {input.matrix} --paper {input.paper}"
-        " --csv {output.csv} --md {output.md} 2> {log}"
 
 
 rule compare_families:

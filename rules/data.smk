@@ -69,12 +69,12 @@ rule prepare_squad:
         train=GENERATED_TRAIN.replace("{dataset}", "{corpus}"),
         dev=GENERATED_DEV.replace("{dataset}", "{corpus}"),
         test=GENERATED_TEST.replace("{dataset}", "{corpus}"),
+    wildcard_constraints:
+        corpus=plan.one_of(plan.squad_corpora()),
     log:
         log_path("prepare_squad", "{corpus}"),
     benchmark:
         bench_path("prepare_squad", "{corpus}")
-    wildcard_constraints:
-        corpus=plan.one_of(plan.squad_corpora()),
     params:
         script=f"{SCRIPTS}/prepare_squad.py",
         args=lambda wc: plan.squad_args(wc.corpus),
@@ -101,13 +101,13 @@ rule prepare_squad_dataset:
         train=GENERATED_TRAIN,
         dev=GENERATED_DEV,
         test=GENERATED_TEST,
+    wildcard_constraints:
+        corpus=plan.one_of(plan.squad_corpora()),
+        dataset=plan.one_of(plan.squad_article_datasets()),
     log:
         log_path("prepare_squad_dataset", "{corpus}/{dataset}"),
     benchmark:
         bench_path("prepare_squad_dataset", "{corpus}/{dataset}")
-    wildcard_constraints:
-        corpus=plan.one_of(plan.squad_corpora()),
-        dataset=plan.one_of(plan.squad_article_datasets()),
     params:
         script=f"{SCRIPTS}/prepare_squad.py",
         args=lambda wc: plan.squad_args(wc.corpus),

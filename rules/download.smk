@@ -8,6 +8,8 @@ rule download_resource:
         DOWNLOADED,
     wildcard_constraints:
         file=plan.one_of(plan.download_files()),
+    # compute nodes of clusters often have no internet: downloads run where Snakemake runs
+    localrule: True
     log:
         log_path("download_resource", "{file}"),
     benchmark:
@@ -18,8 +20,6 @@ rule download_resource:
         lock=shlex.quote(plan.downloads["lock"]),
         retries=plan.downloads["retries"],
         timeout=plan.downloads["timeout"],
-    # compute nodes of clusters often have no internet: downloads run where Snakemake runs
-    localrule: True
     threads: 1
     resources:
         mem_mb=plan.resources_for("download_resource", "mem_mb"),

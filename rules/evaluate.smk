@@ -30,9 +30,6 @@ rule passage_store:
 
 
 rule evaluate_topk:
-    wildcard_constraints:
-        qmodel="bm25",
-        pmodel="bm25",
     input:
         unpack(plan.store_inputs),
         run=RUN,
@@ -40,6 +37,9 @@ rule evaluate_topk:
     output:
         metrics=METRICS,
         questions=QUESTION_RESULTS,
+    wildcard_constraints:
+        qmodel="bm25",
+        pmodel="bm25",
     log:
         log_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}"),
     benchmark:

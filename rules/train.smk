@@ -6,12 +6,12 @@
 rule export_encoder:
     output:
         directory(MODEL_DIR),
+    wildcard_constraints:
+        model=plan.one_of(plan.untrained_models()),
     log:
         log_path("export_encoder", "{model}"),
     benchmark:
         bench_path("export_encoder", "{model}")
-    wildcard_constraints:
-        model=plan.one_of(plan.untrained_models()),
     params:
         script=f"{SCRIPTS}/export_encoder.py",
         init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
@@ -61,12 +61,12 @@ rule train_biencoder:
         unpack(plan.train_inputs),
     output:
         directory(MODEL_DIR),
+    wildcard_constraints:
+        model=plan.one_of(plan.trained_models()),
     log:
         log_path("train_biencoder", "{model}"),
     benchmark:
         bench_path("train_biencoder", "{model}")
-    wildcard_constraints:
-        model=plan.one_of(plan.trained_models()),
     params:
         script=f"{SCRIPTS}/train_biencoder.py",
         init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
