@@ -180,6 +180,34 @@ rule compare_families:
         " --csv {output.csv} --md {output.md} 2> {log}"
 
 
+rule make_attribution_table1:
+    input:
+        files=lambda wc: [plan.dataset_file(d, s) for d in plan.attribution_datasets() for s in ("train", "dev", "test")],
+        paper=PAPER_NUMBERS,
+    output:
+        csv=report(f"{ATTRIBUTION_TABLE1}.csv", caption="../workflow/report/table.rst", category="Tables", subcategory="Attribution"),
+        md=f"{ATTRIBUTION_TABLE1}.md",
+    log:
+        log_path("make_attribution_table1", "table1"),
+    benchmark:
+        bench_path("make_attribution_table1", "table1")
+    params:
+        script=f"{SCRIPTS}/make_attribution_table1.py",
+        datasets=lambda wc: " ".join(
+            "--dataset " + " ".join(shlex.quote(str(v)) for v in (d, plan.dataset_cfg(d).get("paper_name") or "",
+                                                                  *(plan.dataset_file(d, s) for s in ("train", "dev", "test"))))
+            for d in plan.attribution_datasets()
+        ),
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("make_attribution_table1", "mem_mb"),
+        runtime=plan.resources_for("make_attribution_table1", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} {params.datasets} --paper {input.paper} --csv {output.csv} --md {output.md} 2> {log}"
+
+
 rule make_coverage_table:
     input:
         train=lambda wc: [path for _d, _f, path in plan.attribution_stats_entries()],

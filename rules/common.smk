@@ -45,6 +45,7 @@ wildcard_constraints:
     table=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     percent=r"\d+(\.\d+)?",
     family=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    fusion=r"linear|rrf",
 
 
 # "bm25" names BM25's (question, passage) pair, never a dense model: the dense rules

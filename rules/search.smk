@@ -127,3 +127,68 @@ rule choose_temperature:
     shell:
         "python {params.script} --questions {input.questions} --corpus {params.store} --k {params.k}"
         " --ks {params.ks} --match {params.match} --output {output} {params.hits} 2> {log}"
+
+
+# Hybrid rows (retriever: hybrid): BM25's run fused with a dense run (DPR Table 2's BM25 + DPR),
+# scored in the same job. Linear fusion's weight is chosen on the dev questions of the test set's
+# dataset (the variant <dataset>.dev), from both retrievers' runs of them.
+rule choose_fusion_weight:
+    input:
+        unpack(plan.fusion_weight_inputs),
+    output:
+        FUSION_WEIGHT,
+    wildcard_constraints:
+        qmodel=DENSE_MODEL,
+        pmodel=DENSE_MODEL,
+    log:
+        log_path("choose_fusion_weight", "{corpus}/{qmodel}/{pmodel}/{dataset}"),
+    benchmark:
+        bench_path("choose_fusion_weight", "{corpus}/{qmodel}/{pmodel}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/choose_fusion_weight.py",
+        store=lambda wc, input: str(Path(input.store_ids).parent),
+        ks=",".join(str(k) for k in config["evaluate"]["ks"]),
+        match=lambda wc: plan.match_type(wc.dataset),
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("choose_fusion_weight", "mem_mb"),
+        runtime=plan.resources_for("choose_fusion_weight", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --bm25 {input.bm25} --dense {input.dense} --questions {input.questions}"
+        " --corpus {params.store} --ks {params.ks} --match {params.match} --output {output} 2> {log}"
+
+
+rule fuse_runs:
+    input:
+        unpack(plan.fuse_inputs),
+    output:
+        run=HYBRID_RUN,
+        metrics=HYBRID_METRICS,
+        questions=HYBRID_QUESTIONS,
+    wildcard_constraints:
+        qmodel=DENSE_MODEL,
+        pmodel=DENSE_MODEL,
+    log:
+        log_path("fuse_runs", "{corpus}/{fusion}/{qmodel}/{pmodel}/{dataset}"),
+    benchmark:
+        bench_path("fuse_runs", "{corpus}/{fusion}/{qmodel}/{pmodel}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/fuse_runs.py",
+        store=lambda wc, input: str(Path(input.store_ids).parent),
+        weight=lambda wc, input: f"--weight-file {input.weight}" if wc.fusion == "linear" else "",
+        k=config["search"]["k"],
+        ks=",".join(str(k) for k in config["evaluate"]["ks"]),
+        match=lambda wc: plan.match_type(wc.dataset),
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("fuse_runs", "mem_mb"),
+        runtime=plan.resources_for("fuse_runs", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script} --bm25 {input.bm25} --dense {input.dense} --fusion {wildcards.fusion}"
+        " {params.weight} --k {params.k} --output {output.run} --questions {input.questions}"
+        " --corpus {params.store} --metrics {output.metrics} --per-question {output.questions}"
+        " --ks {params.ks} --match {params.match} 2> {log}"

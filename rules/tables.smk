@@ -21,10 +21,7 @@ rule make_table:
                 "table": config["tables"][wc.table],
                 "ks": config["evaluate"]["ks"],
                 "paper_names": {d: ds.get("paper_name") for d, ds in config["datasets"].items()},
-                "cells": [
-                    {"qmodel": q, "pmodel": p, "dataset": d, "metrics": METRICS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)}
-                    for c, q, p, d in plan.table_runs(wc.table)
-                ],
+                "cells": plan.table_spec_cells(wc.table),
             }
         )),
     threads: 1

@@ -1,6 +1,9 @@
 # Bi-encoders: export the untrained checkpoint, or train DPR / DCSR (one process on a CPU,
 # torchrun + DDP over `train.gpus` GPUs, or over `train.nodes` nodes under Slurm). Checkpoints live outside the rule's output, so a
 # killed job resumes from its last checkpoint when Snakemake runs it again.
+# A model's init is one encoder (both towers start from it) or {question: ENCODER, passage: ENCODER};
+# `--init` gets the checkpoint, or the pair as JSON (dcsr.pipeline.config.init_param).
+from dcsr.pipeline.config import init_param  # noqa: E402
 
 
 rule export_encoder:
@@ -14,7 +17,7 @@ rule export_encoder:
         bench_path("export_encoder", "{model}")
     params:
         script=f"{SCRIPTS}/export_encoder.py",
-        init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
+        init=lambda wc: init_param(config, wc.model),
         settings=lambda wc: shlex.quote(json.dumps(plan.train_settings(wc.model))),
         method=lambda wc: plan.model_method(wc.model),
     threads: 1
@@ -69,7 +72,7 @@ rule train_biencoder:
         bench_path("train_biencoder", "{model}")
     params:
         script=f"{SCRIPTS}/train_biencoder.py",
-        init=lambda wc: config["encoders"][config["models"][wc.model]["init"]],
+        init=lambda wc: init_param(config, wc.model),
         settings=lambda wc: shlex.quote(json.dumps(plan.train_settings(wc.model))),
         checkpoints=lambda wc: CHECKPOINT_DIR.format(model=wc.model),
         method=lambda wc: plan.model_method(wc.model),
@@ -88,3 +91,30 @@ rule train_biencoder:
         "{params.launcher} {params.script} --train {input.train} --dev {input.dev} --init {params.init}"
         " --output {output} --checkpoint-dir {params.checkpoints} --settings {params.settings}"
         " --method {params.method} {params.sentences} 2> {log}"
+
+
+# A model in the format its family's tools read (dcsr.models.export): DPR's Hugging Face format
+# (question_encoder/, ctx_encoder/) for CLS + dot-product models, sentence-transformers
+# (question_encoder/, passage_encoder/) for mean-pooled or normalized ones. On request only:
+#   snakemake results/export/<model>
+rule export_model:
+    input:
+        unpack(plan.export_inputs),
+    output:
+        directory(EXPORT_DIR),
+    wildcard_constraints:
+        model=plan.one_of(list(config["models"])),
+    log:
+        log_path("export_model", "{model}"),
+    benchmark:
+        bench_path("export_model", "{model}")
+    params:
+        script=f"{SCRIPTS}/export_model.py",
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("export_model", "mem_mb"),
+        runtime=plan.resources_for("export_model", "runtime"),
+    conda:
+        "../envs/gpu.yaml"
+    shell:
+        "python {params.script} --model {input.model} --output {output} --name {wildcards.model} 2> {log}"

@@ -221,3 +221,18 @@ def test_build_biencoder_reads_the_family(tiny_bert, tmp_path):
     assert model.similarity == {"pooling": "mean", "normalize": True, "scale": 20.0}
     _, model = build_biencoder(str(st), pooling="cls", normalize=False)
     assert model.similarity == {"pooling": "cls", "normalize": False, "scale": 1.0}
+
+
+def test_an_init_pair_of_one_checkpoint_is_that_checkpoint(tiny_bert, tok_model):
+    """``init`` as ``{question, passage}`` naming one checkpoint builds what the checkpoint alone
+    builds; a mapping needs exactly those two keys."""
+    tokenizer, model = tok_model
+    _, pair = build_biencoder({"question": str(tiny_bert), "passage": str(tiny_bert)}, pooling="cls")
+    pair.eval()
+    batch = tokenize_questions(tokenizer, QUESTIONS, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(pair.encode_questions(**batch), model.encode_questions(**batch))
+        torch.testing.assert_close(pair.encode_passages(**batch), model.encode_passages(**batch))
+    for bad in ({"question": str(tiny_bert)}, {"question": str(tiny_bert), "passage": str(tiny_bert), "reader": "x"}):
+        with pytest.raises(InputError, match="question: CKPT, passage: CKPT"):
+            build_biencoder(bad)

@@ -56,16 +56,18 @@ def test_a_table_asks_for_every_row_on_every_test_set(demo):
 def test_dcsr_runs_also_search_the_dev_questions_their_temperature_is_chosen_on(demo):
     runs = demo.dense_runs()
     assert ("squad", "dcsr-a", "dcsr-a", "squad-a.dev") in runs
-    assert ("squad", "dpr-a", "dpr-a", "squad-a.dev") not in runs  # DPR has no temperature
+    assert ("squad", "dpr-b", "dpr-b", "squad-b.dev") not in runs  # DPR has no temperature (nor a hybrid row)
     assert all(r[1] != "bm25" for r in runs)
     wc = Wildcards(corpus="squad", qmodel="dcsr-a", pmodel="dcsr-a", dataset="squad-a")
     merge = demo.merge_inputs(wc)
     assert merge["temperature"] == "results/temperature/squad/dcsr-a/dcsr-a/squad-a.json"
     assert merge["hits"] == ["results/hits/squad/dcsr-a/shard-0"]
     assert demo.hasans_args(wc, Wildcards(merge)) == f"--hasans --temperature-file {merge['temperature']}"
-    # the dev run the temperature is chosen on is scored with T = 1
+    # the merged dev run (a hybrid chooses its weight on it) ranks with the test run's temperature,
+    # chosen on the dev questions' sentence hits (not on the merged run)
     dev = Wildcards(corpus="squad", qmodel="dcsr-a", pmodel="dcsr-a", dataset="squad-a.dev")
-    assert demo.hasans_args(dev, Wildcards(demo.merge_inputs(dev))) == "--hasans --temperature 1.0"
+    assert demo.merge_inputs(dev)["temperature"] == merge["temperature"]
+    assert "results/runs" not in " ".join(str(v) for v in demo.temperature_inputs(wc).values())
     assert demo.temperature_inputs(wc)["questions"] == "results/data/squad/squad-a-dev.qa.csv"
 
 
@@ -75,7 +77,9 @@ def test_one_search_job_per_shard_answers_every_question_set_searched_against_it
     # dpr-a's index is searched by dpr-a's questions of both test sets (table and attribution)
     assert "--search results/queries/dpr-a/squad-a.npy results/hits/squad/dpr-a/shard-0/dpr-a/squad-a.npz" in args
     assert "results/queries/dpr-a/squad-b.npy" in args
-    assert demo.question_sets_of("dpr-a") == ["squad-a", "squad-b"]
+    assert demo.question_sets_of("dpr-b") == ["squad-a", "squad-b"]
+    # dpr-a's hybrid rows choose their fusion weight on the dev questions: it encodes those too
+    assert demo.question_sets_of("dpr-a") == ["squad-a", "squad-a.dev", "squad-b", "squad-b.dev"]
 
 
 def test_a_run_no_table_asks_for_is_an_error_naming_the_config_key(demo):
@@ -153,3 +157,23 @@ def test_the_data_efficiency_sweep_trains_on_nested_samples():
     assert fraction < 1.0
     assert plan.model_training_file(model).startswith(f"{plan.results}/samples/{dataset}/train-")
     assert models[-1] == (1.0, plan.config["attribution"]["families"][sweep["family"]][dataset])
+
+
+def test_a_hybrid_row_fuses_bm25_and_dense_runs_with_a_weight_chosen_on_dev(demo):
+    cells = [cell for _, cell in demo.table_cells("hybrid") if cell.fusion]
+    assert {(c.fusion, c.qmodel) for c in cells} == {("linear", "dpr-a"), ("rrf", "dpr-a"), ("linear", "dcsr-a"),
+                                                     ("rrf", "dcsr-a")}
+    runs = demo.table_runs("hybrid")
+    assert ("squad", "bm25", "bm25", "squad-b.dev") in runs and ("squad", "dpr-a", "dpr-a", "squad-b.dev") in runs
+    wc = Wildcards(corpus="squad", fusion="linear", qmodel="dpr-a", pmodel="dpr-a", dataset="squad-b")
+    inputs = demo.fuse_inputs(wc)
+    assert inputs["bm25"] == "results/runs/squad/bm25/bm25/squad-b.trec"
+    assert inputs["dense"] == "results/runs/squad/dpr-a/dpr-a/squad-b.trec"
+    assert inputs["weight"] == "results/fusion/squad/dpr-a/dpr-a/squad-b.json"
+    dev = demo.fusion_weight_inputs(wc)
+    assert dev["bm25"] == "results/runs/squad/bm25/bm25/squad-b.dev.trec"
+    assert dev["questions"] == "results/data/squad/squad-b-dev.qa.csv"
+    assert "weight" not in demo.fuse_inputs(Wildcards(wc, fusion="rrf"))
+    assert "results/metrics/squad/hybrid-rrf/dcsr-a/dcsr-a/squad-a.json" in demo.table_metrics("hybrid")
+    with pytest.raises(InputError, match="no table has a hybrid row"):
+        demo.fuse_inputs(Wildcards(wc, qmodel="dpr-b", pmodel="dpr-b"))

@@ -69,7 +69,19 @@ def test_sentence_level_rows_show_their_hasans_temperature(tmp_path):
     md = (tmp_path / "t.md").read_text()
     assert "| Retriever | Test set | Questions | Top-1 | HasAns T |" in md
     assert "| DPR | t | 10 | 40.0 | – |" in md and "| DCSR | t | 10 | 50.0 | 4 |" in md
-    assert (tmp_path / "t.csv").read_text().splitlines()[2].endswith(",10,4.0")
+    assert (tmp_path / "t.csv").read_text().splitlines()[2].endswith(",10,4.0,")
     # without sentence-level rows the column is left out
     write_retrieval_table(rows[:1], ["top1"], {}, tmp_path / "u.csv", tmp_path / "u.md", title="U")
     assert "HasAns" not in (tmp_path / "u.md").read_text()
+
+
+def test_a_hybrid_row_is_a_cell_with_its_fusion():
+    from dcsr.evaluation.tables import table_cells
+
+    table = {"test_sets": ["a"], "rows": [
+        {"label": "BM25", "retriever": "bm25"},
+        {"label": "DPR", "question": "m", "passage": "m"},
+        {"label": "BM25 + DPR", "retriever": "hybrid", "question": "m", "passage": "m"},
+        {"label": "BM25 + DPR (RRF)", "retriever": "hybrid", "fusion": "rrf", "question": "m", "passage": "m"}]}
+    cells = table_cells(table)
+    assert [(c.qmodel, c.fusion) for c in cells] == [("bm25", None), ("m", None), ("m", "linear"), ("m", "rrf")]

@@ -66,6 +66,30 @@ def test_config_type_error_names_the_key(repo, tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def check_hybrid_outputs(results):
+    """The hybrid table of config/generated.yaml: BM25 fused with DPR (linear, weight chosen on the
+    dev questions) and with DCSR (RRF), each fused run made from the two runs it names."""
+    from dcsr.data.runs import read_trec
+    from dcsr.retrieval.fusion import fuse_runs
+
+    rows = list(csv.DictReader(open(results / "tables" / "hybrid.csv")))
+    got = {(r["row"], r["metric"]): float(r["ours"]) for r in rows}
+    assert {r for r, _ in got} == {"BM25", "DPR", "BM25 + DPR (linear)", "BM25 + DCSR (RRF)"}
+    choice = json.loads((results / "fusion" / "demo" / "dpr" / "dpr" / "encyclopedia.json").read_text())
+    assert 0.0 <= choice["weight"] <= 1.0 and len(choice["grid"]) == 11
+    assert choice["questions"] > 0 and "dev questions" in choice["criterion"]
+    linear = json.loads((results / "metrics" / "demo" / "hybrid-linear" / "dpr" / "dpr" / "encyclopedia.json").read_text())
+    assert linear["fusion_weight"] == choice["weight"] and linear["fusion"] == "linear"
+    assert got[("BM25 + DPR (linear)", "top5")] == pytest.approx(linear["top5"], abs=0.005)
+    # the RRF run is exactly the fusion of the BM25 and DCSR runs of the table
+    rrf_run = results / "runs" / "demo" / "hybrid-rrf" / "dcsr" / "dcsr" / "encyclopedia.trec"
+    bm25 = read_trec(results / "runs" / "demo" / "bm25" / "bm25" / "encyclopedia.trec")
+    dense = read_trec(results / "runs" / "demo" / "dcsr" / "dcsr" / "encyclopedia.trec")
+    assert {q: [p for p, _ in h] for q, h in read_trec(rrf_run).items()} == {
+        q: [p for p, _ in h] for q, h in fuse_runs(bm25, dense, "rrf", k=100).items()}
+    assert "| Dense weight |" in (results / "tables" / "hybrid.md").read_text()
+
+
 @pytest.mark.slow
 def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     over = tmp_path / "over.yaml"
@@ -124,6 +148,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     assert len(first_q) == len(set(first_q)) == min(100, len(dpr_ids))
     md = (results / "tables" / "dpr_dcsr.md").read_text()
     assert "| DCSR | encyclopedia |" in md and "| DCSR | chat |" in md
+    check_hybrid_outputs(results)
     # DCSR Table 1 (questions per gold passage) and Figure 4 (dev accuracy per epoch, DPR and DCSR)
     table1 = list(csv.DictReader(open(results / "tables" / "table1_questions_per_passage.csv")))
     assert {r["row"] for r in table1} == {"encyclopedia", "trivia", "chat"} and "encyclopedia (ours)" in (results / "tables" / "table1_questions_per_passage.md").read_text()
@@ -150,7 +175,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     html = report.read_text(encoding="utf-8")
     tables = sorted(p.name for p in (results / "tables").glob("*.csv"))
     figures = sorted(p.name for p in (results / "figures").glob("*.png"))
-    assert len(tables) == 9 and len(figures) == 9, (tables, figures)
+    assert len(tables) == 11 and len(figures) == 9, (tables, figures)
     assert [t for t in tables + figures + ["claims.csv"] if t not in html] == []
     assert "trained on encyclopedia" in html  # the description lists the models of the config
 
@@ -160,6 +185,12 @@ def check_attribution_outputs(results):
     families, a sweep of trivia at 40% and 100%."""
     tests = ("encyclopedia", "trivia", "chat")
     metrics = yaml.safe_load((Path(__file__).parents[1] / "config" / "generated.yaml").read_text())["attribution"]["metrics"]
+    # attribution Table 1: the questions of each dataset's three files, beside the paper's
+    sizes = {(r["row"], r["statistic"]): r["ours"] for r in csv.DictReader(open(results / "tables" / "attribution_table1.csv"))}
+    assert {row for row, _ in sizes} == set(tests)
+    test_lines = (results / "data" / "demo" / "encyclopedia-test.qa.csv").read_text().splitlines()
+    assert int(sizes[("encyclopedia", "test")]) == len([line for line in test_lines if line.strip()])
+    assert "| encyclopedia (ours) |" in (results / "tables" / "attribution_table1.md").read_text()
     m0 = metrics[0]
     families = {"DPR": {"encyclopedia": "dpr", "trivia": "dpr-trivia", "chat": "dpr-chat"},
                 "DCSR": {"encyclopedia": "dcsr", "trivia": "dcsr-trivia", "chat": "dcsr-chat"}}
@@ -358,7 +389,9 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
     base = dry_run_job_counts(repo, tmp_path, configs[0])
     counts = dry_run_job_counts(repo, tmp_path, *configs)
     assert counts["subset_corpus"] == 2
-    assert counts["make_dev_questions"] == 1  # trivia's, shared by both of its dev variants
+    # trivia's, shared by both of its dev variants (the base config's one: encyclopedia's, where
+    # the hybrid table's linear fusion chooses its weight)
+    assert base["make_dev_questions"] == 1 and counts["make_dev_questions"] == 2
     assert counts["merge_training_sets"] == 2
     assert counts["train_biencoder"] == base["train_biencoder"] + 2
     # variants are searched, never trained on: no extra mining, and Table 1 / Appendix B count each dataset once

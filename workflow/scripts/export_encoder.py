@@ -3,6 +3,9 @@
 trained one, so the "untrained encoder" baseline flows through the same downstream stages:
 
     python workflow/scripts/export_encoder.py --init CKPT --output DIR [--settings JSON_OR_FILE] [--method dcsr]
+    python workflow/scripts/export_encoder.py --question-init Q --passage-init P --output DIR ...
+
+(``--init '{"question": Q, "passage": P}'`` is the same pair, as rules/train.smk passes it.)
 
 Only ``pooling``, ``question_max_length``, ``passage_max_length`` and ``dropout`` of the
 settings matter here, but all keys are checked as for training. Bad input prints
@@ -20,15 +23,20 @@ from dcsr.cli import script
 @script
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--init", required=True, help="base checkpoint: a directory or pkg:NAME")
+    ap.add_argument("--init", default=None, help="base checkpoint of both encoders: a directory, hub id or pkg:NAME; "
+                    "or a JSON object {\"question\": CKPT, \"passage\": CKPT}")
+    ap.add_argument("--question-init", default=None, help="with --passage-init: the question encoder's checkpoint")
+    ap.add_argument("--passage-init", default=None, help="with --question-init: the passage encoder's checkpoint")
     ap.add_argument("--output", required=True, help="bi-encoder directory to write")
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
     ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
     args = ap.parse_args(argv)
+    from dcsr.models.checkpoints import init_from_options
     from dcsr.training.methods import builder_class
     from dcsr.training.loop import export_untrained, load_settings
 
-    export_untrained(load_settings(args.settings), args.init, args.output, builder_cls=builder_class(args.method))
+    init = init_from_options(args.init, args.question_init, args.passage_init)
+    export_untrained(load_settings(args.settings), init, args.output, builder_cls=builder_class(args.method))
     return 0
 
 

@@ -16,7 +16,7 @@ def main():
     a = ap.parse_args()
     spec = json.loads(a.spec)
     table, paper = spec["table"], load_paper_numbers(a.paper)
-    cells = {(c["qmodel"], c["pmodel"], c["dataset"]): c["metrics"] for c in spec["cells"]}
+    cells = {(c["qmodel"], c["pmodel"], c["dataset"], c.get("fusion")): c["metrics"] for c in spec["cells"]}
     rows = []
     for cell in table_cells(table):
         r = table["rows"][cell.row]
@@ -25,7 +25,7 @@ def main():
         if r.get("paper") and spec["paper_names"].get(cell.column):
             ref = {"table": r["paper"]["table"], "row": r["paper"]["row"], "dataset": spec["paper_names"][cell.column]}
         label = cell.column if cell.dataset == cell.column else f"{cell.column} ({cell.dataset})"
-        rows.append(Row(r["label"], label, read_metrics(cells[(cell.qmodel, cell.pmodel, cell.dataset)]), ref))
+        rows.append(Row(r["label"], label, read_metrics(cells[(cell.qmodel, cell.pmodel, cell.dataset, cell.fusion)]), ref))
     metrics = [f"top{k}" for k in spec["ks"]]
     write_retrieval_table(rows, metrics, paper, a.csv, a.md, title=table["title"])
 

@@ -606,3 +606,39 @@ def write_coverage(stats: Sequence[tuple[str, float, dict]], paper_names: Mappin
         if sweeps:
             ax.legend(fontsize=7)
     _save(fig, out_png)
+
+
+# --------------------------------------------------------------------------- Table 1: dataset sizes
+
+SPLITS = ("train", "dev", "test")
+
+
+def dataset_sizes(train_json: str | os.PathLike, dev_json: str | os.PathLike, test_qas: str | os.PathLike) -> dict:
+    """``{"train", "dev", "test"}``: the questions of a dataset's three files (every record of the
+    train and dev JSON, those without a positive included, as the paper counts them)."""
+    from dcsr.attribution.analysis import count_records
+    from dcsr.data.formats import iter_qas
+
+    return {"train": count_records(train_json), "dev": count_records(dev_json),
+            "test": sum(1 for _ in iter_qas(test_qas))}
+
+
+def write_dataset_sizes(rows: Sequence[tuple[str, str | None, dict]], paper_numbers: str | os.PathLike, out_csv,
+                        out_md) -> None:
+    """The attribution paper's Table 1 (questions per dataset and split), the paper's numbers
+    beside ours. ``rows`` are ``(dataset, paper name or None, dataset_sizes(...))``."""
+    from dcsr.evaluation.stats import write_statistics_csv
+
+    source, paper_rows = write_statistics_csv(rows, paper_numbers, "attribution_table1", SPLITS, out_csv)
+    table = []
+    for label, name, sizes in rows:
+        table.append([f"{label} (ours)"] + [f"{sizes[s]:,}" for s in SPLITS])
+        if name and name in paper_rows:
+            paper_row = paper_rows[name]
+            table.append([f"{name} (paper)"] + ["–" if paper_row.get(s) is None else f"{int(paper_row[s]):,}"
+                                                for s in SPLITS])
+    lines = ["# Questions per dataset (encoder attribution paper, Table 1)", ""]
+    lines += _md_table(["Dataset", "Train", "Dev", "Test"], table)
+    lines += ["", f"Rows marked (paper): {source}. Ours: the records of each dataset's train and dev files and the "
+                  "questions of its test file, as the pipeline reads them."]
+    _write_md(out_md, lines)

@@ -30,6 +30,7 @@ class Cell:
     qmodel: str
     pmodel: str
     dataset: str
+    fusion: str | None = None  # a hybrid row's fusion of BM25 with the pair (linear, rrf)
 
 
 def _per_column(value, column):
@@ -41,7 +42,8 @@ def _per_column(value, column):
 def table_cells(table: dict) -> list[Cell]:
     """Every cell of a table config, column by column.
 
-    A row is BM25 (``retriever: bm25``) or a bi-encoder: ``question`` and ``passage`` each
+    A row is BM25 (``retriever: bm25``), a bi-encoder, or BM25 fused with a bi-encoder
+    (``retriever: hybrid``, ``fusion: linear`` or ``rrf``): ``question`` and ``passage`` each
     name a model, or map columns to models (DCSR Table 2 *Single*: ``{nq: dpr-nq, trivia:
     dpr-trivia}``). ``datasets`` maps a column to the dataset actually searched (DCSR Table 7:
     the column ``nq`` of the row "0.1M" is ``nq-first0.1m``, NQ's questions over the first
@@ -58,7 +60,8 @@ def table_cells(table: dict) -> list[Cell]:
             q, p = _per_column(row.get("question"), column), _per_column(row.get("passage"), column)
             if q is None and p is None:
                 continue
-            cells.append(Cell(i, column, q, p, dataset))
+            fusion = row.get("fusion", "linear") if row.get("retriever") == "hybrid" else None
+            cells.append(Cell(i, column, q, p, dataset, fusion))
     return cells
 
 
@@ -105,7 +108,8 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     sources = {}
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions", "hasans_temperature"])
+        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions", "hasans_temperature",
+                    "fusion_weight"])
         for r in rows:
             for m in metrics:
                 pv = paper_value(paper, r.paper_ref, m)
@@ -116,13 +120,16 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                 ours = r.metrics.get(m)
                 w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
                             "" if pv is None else pv, src, r.metrics.get("questions", ""),
-                            r.metrics.get("hasans_temperature", "")])
+                            r.metrics.get("hasans_temperature", ""), r.metrics.get("fusion_weight", "")])
     paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
     # DCSR rows rank passages by HasAns: which softmax temperature each used
     temperatures = any("hasans_temperature" in r.metrics for r in rows)
     head = ["Retriever", "Test set", "Questions"] + [m.replace("top", "Top-") for m in metrics]
     head += [f"paper {m.replace('top', 'Top-')}" for m in paper_metrics]
     head += ["HasAns T"] if temperatures else []
+    # hybrid rows with linear fusion: the dense weight chosen on dev
+    weights = any("fusion_weight" in r.metrics for r in rows)
+    head += ["Dense weight"] if weights else []
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.label, r.test_set, _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
@@ -130,6 +137,9 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         if temperatures:
             t = r.metrics.get("hasans_temperature")
             cells.append("–" if t is None else f"{t:g}")
+        if weights:
+            w = r.metrics.get("fusion_weight")
+            cells.append("–" if w is None else f"{w:g}")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if sources:
@@ -142,6 +152,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         lines.append("- HasAns T: the softmax temperature of DCSR's score normalization for sentence-level rows "
                      "(1: the paper's; with `dcsr.temperature: dev`, chosen per run on the dev questions of the "
                      "test set's dataset).")
+    if weights:
+        lines.append("- Dense weight: a hybrid row's weight w of linear fusion, w x dense + (1 - w) x BM25 of "
+                     "min-max normalized scores, chosen on the dev questions of the test set's dataset "
+                     "(dcsr.retrieval.fusion); RRF rows have none.")
     for n in notes:
         lines.append(f"- {n}")
     with atomic_open(out_md, "w", encoding="utf-8") as fh:

@@ -12,6 +12,11 @@ the [CLS] vector, "mean" a masked mean, and a batch that carries ``pool_position
 indices into ``[B * L]``) is pooled by gathering the hidden states at those positions, so
 DCSR's one-vector-per-``<sent>``-marker encoding needs no change to the training loop.
 
+The question and passage encoders start from one checkpoint (DPR: two copies of BERT) or from
+a pair, ``init={"question": CKPT, "passage": CKPT}`` (DPR's published question and context
+encoders); a Hugging Face DPR encoder (``model_type: dpr``) is loaded as the BERT inside it,
+whose [CLS] state is exactly its ``pooler_output`` (projection_dim 0).
+
 The similarity follows the encoder family (:func:`family_similarity`): DPR and BERT
 checkpoints use the dot product of [CLS] vectors; a sentence-transformers model whose modules
 mean-pool and normalize (MiniLM) uses ``scale`` x cosine. Both are one dot product: a
@@ -31,7 +36,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from dcsr.models.checkpoints import looks_like_path, resolve_checkpoint
+from dcsr.models.checkpoints import (checkpoint_dir, init_pair, looks_like_path, resolve_checkpoint, st_module_kind,
+                                     st_modules)
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.settings import POOLINGS, TRAIN
@@ -217,10 +223,11 @@ def local_checkpoint(name_or_path: str) -> str:
     if path.startswith("~"):
         path = os.path.expanduser(path)
     if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, "config.json")):
+        found = checkpoint_dir(path)  # the folder, or a sentence-transformers folder's Transformer subfolder
+        if found is None:
             raise InputError(str(name_or_path), "is a directory without config.json, so not a Hugging Face "
                                                 "checkpoint; give the directory that save_pretrained wrote")
-        return path
+        return str(found) if found != Path(path) else path
     if os.path.exists(path):
         raise InputError(str(name_or_path), "is a file, not a checkpoint directory; give the directory "
                                             "that holds its config.json")
@@ -248,6 +255,8 @@ def load_encoder(name_or_path: str, dropout: float | None = None):
         for key, value in list(config.to_dict().items()):
             if "dropout" in key and isinstance(value, float):
                 setattr(config, key, float(dropout))
+    if getattr(config, "model_type", None) == "dpr":
+        return _load_dpr_encoder(path, config, str(name_or_path))
     # DPR pools [CLS] from the last hidden layer, not BERT's pooler head; dropping the head
     # keeps every parameter in the loss, which DDP requires. Transformers' load report is
     # silenced (it lists the dropped pooler) and missing weights are reported here instead.
@@ -267,6 +276,57 @@ def load_encoder(name_or_path: str, dropout: float | None = None):
     return model
 
 
+#: Hugging Face's DPR encoder classes, by the ``architectures`` entry of their config, and the
+#: attribute that holds the DPREncoder (whose ``bert_model`` is the BERT).
+DPR_ENCODERS = {"DPRQuestionEncoder": "question_encoder", "DPRContextEncoder": "ctx_encoder"}
+
+
+def _bert_config_of(config):
+    """The :class:`~transformers.BertConfig` of a DPR encoder's config (a DPRConfig is a BERT
+    config plus ``projection_dim``)."""
+    from transformers import BertConfig
+
+    values = {k: v for k, v in config.to_dict().items()
+              if k not in ("model_type", "architectures", "projection_dim", "transformers_version", "_name_or_path")}
+    return BertConfig(**values)
+
+
+def _load_dpr_encoder(path: str, config, name: str):
+    """The BERT inside a Hugging Face DPR encoder checkpoint (``DPRQuestionEncoder`` or
+    ``DPRContextEncoder``, by its ``architectures``), as a plain :class:`~transformers.BertModel`
+    without a pooler head: DPR's ``pooler_output`` is ``last_hidden_state[:, 0]`` of that BERT
+    when ``projection_dim`` is 0, which is CLS pooling here. ``AutoModel`` would build a
+    DPRQuestionEncoder whatever the checkpoint (a context encoder's weights then left unused),
+    so the class is chosen here."""
+    import transformers
+    from transformers import BertModel
+
+    archs = list(getattr(config, "architectures", None) or [])
+    found = [a for a in archs if a in DPR_ENCODERS]
+    if len(found) != 1:
+        raise InputError(name, f"a DPR checkpoint (model_type dpr) whose architectures {archs} name neither "
+                               "DPRQuestionEncoder nor DPRContextEncoder (a DPRReader is not an encoder)")
+    if int(getattr(config, "projection_dim", 0) or 0) > 0:
+        raise InputError(name, f"a DPR encoder with projection_dim {config.projection_dim}: its pooler_output is a "
+                               "linear projection of [CLS], which a bi-encoder here does not have (only "
+                               "projection_dim 0, as DPR's published encoders, is supported)")
+    cls = getattr(transformers, found[0])
+    with _quiet_transformers():
+        try:
+            dpr, info = cls.from_pretrained(path, config=config, output_loading_info=True)
+        except (OSError, ValueError) as e:
+            raise InputError(name, f"cannot load the {found[0]}: {e}")
+        bert = getattr(dpr, DPR_ENCODERS[found[0]]).bert_model
+        model = BertModel(_bert_config_of(config), add_pooling_layer=False)
+        model.load_state_dict(bert.state_dict())
+    model.to(dtype=next(bert.parameters()).dtype)
+    missing = list(info.get("missing_keys", []))
+    if missing:
+        log.warning("%s: %d weights not in the %s checkpoint were randomly initialised: %s", name, len(missing),
+                    found[0], ", ".join(sorted(missing)[:10]))
+    return model
+
+
 def load_tokenizer(name_or_path: str):
     from transformers import AutoTokenizer
 
@@ -280,8 +340,30 @@ def load_tokenizer(name_or_path: str):
 #: sentence-transformers trains with MultipleNegativesRankingLoss, whose default scale is 20
 #: (scores are 20 x cosine); a normalized family without an explicit ``scale`` gets it.
 ST_SCALE = 20.0
-_ST_POOLING = "sentence_transformers.models.Pooling"
-_ST_NORMALIZE = "sentence_transformers.models.Normalize"
+#: sentence-transformers' legacy pooling flags (v2-v5 configs) and the mode each stands for
+_ST_LEGACY_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                    "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                    "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+def _st_pooling_modes(cfg: Mapping) -> list[str]:
+    """The pooling modes of a sentence-transformers Pooling config: ``pooling_mode`` (v6: a
+    mode or a list of modes), else the legacy ``pooling_mode_*`` flags that are set."""
+    if "pooling_mode" in cfg:
+        mode = cfg["pooling_mode"]
+        return [str(m) for m in mode] if isinstance(mode, (list, tuple)) else [str(mode)]
+    return [mode for key, mode in _ST_LEGACY_MODES.items() if cfg.get(key)]
+
+
+def _model_type(path: Path) -> str | None:
+    """``model_type`` of a local checkpoint's config.json (None for a hub id or without one)."""
+    found = checkpoint_dir(path) if path.is_dir() else None
+    if found is None:
+        return None
+    try:
+        return json.loads((found / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
 
 
 def family_similarity(init: str, pooling: str = "auto", normalize: bool | None = None,
@@ -298,30 +380,25 @@ def family_similarity(init: str, pooling: str = "auto", normalize: bool | None =
     """
     found = {"pooling": "cls", "normalize": False}
     source = "not a sentence-transformers model: CLS and the dot product (DPR)"
-    path = resolve_checkpoint(init)
-    modules_file = Path(os.path.expanduser(path)) / "modules.json"
-    if modules_file.is_file():
-        try:
-            modules = json.loads(modules_file.read_text(encoding="utf-8"))
-            types = {m.get("type"): m for m in modules if isinstance(m, dict)}
-        except (json.JSONDecodeError, AttributeError) as e:
-            raise InputError(str(modules_file), f"malformed sentence-transformers modules.json: {e}")
-        if _ST_POOLING in types:
-            cfg_file = modules_file.parent / types[_ST_POOLING].get("path", "1_Pooling") / "config.json"
+    path = Path(os.path.expanduser(resolve_checkpoint(init)))
+    if _model_type(path) == "dpr":
+        source = "a DPR encoder (model_type dpr): CLS and the dot product, as its pooler_output"
+    modules = st_modules(path)
+    if modules:
+        kinds = {st_module_kind(m): m for m in modules}
+        if "Pooling" in kinds:
+            cfg_file = path / str(kinds["Pooling"].get("path") or "1_Pooling") / "config.json"
             try:
                 cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as e:
                 raise InputError(str(cfg_file), f"cannot read the sentence-transformers pooling config: {e}")
-            if cfg.get("pooling_mode_mean_tokens"):
-                found["pooling"] = "mean"
-            elif cfg.get("pooling_mode_cls_token"):
-                found["pooling"] = "cls"
-            else:
-                modes = sorted(k for k, v in cfg.items() if k.startswith("pooling_mode") and v)
+            modes = _st_pooling_modes(cfg)
+            if modes not in (["mean"], ["cls"]):
                 raise InputError(str(cfg_file), f"pooling {modes} is not supported (mean or CLS tokens); "
                                                 "set train.pooling explicitly")
-            found["normalize"] = _ST_NORMALIZE in types
-            source = (f"sentence-transformers modules ({modules_file.name}): {found['pooling']} pooling"
+            found["pooling"] = modes[0]
+            found["normalize"] = "Normalize" in kinds
+            source = (f"sentence-transformers modules (modules.json): {found['pooling']} pooling"
                       + (", Normalize" if found["normalize"] else ""))
     out = {"pooling": found["pooling"] if pooling == "auto" else pooling,
            "normalize": found["normalize"] if normalize is None else bool(normalize)}
@@ -332,18 +409,82 @@ def family_similarity(init: str, pooling: str = "auto", normalize: bool | None =
     return out
 
 
-def build_biencoder(init: str, pooling: str = TRAIN["pooling"].default, dropout: float | None = None,
-                    normalize: bool | None = None, scale: float | None = None):
+def pair_similarity(question_init: str, passage_init: str, pooling: str = "auto", normalize: bool | None = None,
+                    scale: float | None = None) -> dict:
+    """:func:`family_similarity` of a bi-encoder whose question and passage encoders start
+    from two checkpoints: both must resolve to the same pooling and similarity (a
+    sentence-transformers question encoder beside a DPR passage encoder is an
+    :class:`InputError` unless the config sets them)."""
+    q = family_similarity(question_init, pooling, normalize, scale)
+    if passage_init == question_init:
+        return q
+    p = family_similarity(passage_init, pooling, normalize, scale)
+    keys = ("pooling", "normalize", "scale")
+    if any(q[k] != p[k] for k in keys):
+        differ = ", ".join(f"{k} {q[k]!r} vs {p[k]!r}" for k in keys if q[k] != p[k])
+        raise InputError("init", f"the question init {question_init!r} ({q['source']}) and the passage init "
+                                 f"{passage_init!r} ({p['source']}) differ in {differ}; one bi-encoder has one "
+                                 "similarity: set train.pooling, train.normalize and train.scale explicitly")
+    out = dict(q)
+    if q["source"] != p["source"]:
+        out["source"] = f"question: {q['source']}; passage: {p['source']}"
+    return out
+
+
+#: Text tokenized with both tokenizers of a pair, to catch a different normalization (case,
+#: accents) beside an equal vocabulary.
+_TOKENIZER_PROBE = ("Who wrote \"Les Misérables\"? Victor Hugo, in 1862 (ÉTÉ naïve café).",
+                    "hello world [SEP] 12345 e-mail: x@y.org")
+
+
+def check_same_tokenizer(question_tokenizer, passage_tokenizer, question_init: str, passage_init: str) -> None:
+    """The passage init's tokenizer must be the question init's (same vocabulary, same ids for
+    the same text): the bi-encoder has one tokenizer, the question init's. DPR's question and
+    context tokenizers are both BERT's, so they pass."""
+    qv, pv = question_tokenizer.get_vocab(), passage_tokenizer.get_vocab()
+    if qv != pv:
+        only_q, only_p = sorted(set(qv) - set(pv)), sorted(set(pv) - set(qv))
+        moved = sum(1 for t in set(qv) & set(pv) if qv[t] != pv[t])
+        raise InputError("init", f"the passage init {passage_init!r} has another vocabulary than the question init "
+                                 f"{question_init!r} ({len(pv)} vs {len(qv)} tokens; {len(only_q)} only in the "
+                                 f"question's, e.g. {only_q[:3]}; {len(only_p)} only in the passage's, e.g. "
+                                 f"{only_p[:3]}; {moved} with other ids): the bi-encoder uses the question "
+                                 "init's tokenizer for both, so the pair must share one")
+    for text in _TOKENIZER_PROBE:
+        a, b = question_tokenizer(text)["input_ids"], passage_tokenizer(text)["input_ids"]
+        if a != b:
+            raise InputError("init", f"the passage init {passage_init!r} has the question init's vocabulary but "
+                                     f"tokenizes {text!r} otherwise ({passage_tokenizer.convert_ids_to_tokens(b)} vs "
+                                     f"{question_tokenizer.convert_ids_to_tokens(a)}: another lower-casing or "
+                                     "accent stripping); the pair must share one tokenizer")
+
+
+def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling"].default,
+                    dropout: float | None = None, normalize: bool | None = None, scale: float | None = None):
     """``(tokenizer, BiEncoder)`` with both encoders initialised from checkpoint ``init``
     (DPR: two separate copies of the same pretrained BERT), with the pooling and similarity
-    of :func:`family_similarity`."""
-    sim = family_similarity(init, pooling, normalize, scale)
+    of :func:`family_similarity`.
+
+    ``init`` may instead be ``{"question": CKPT, "passage": CKPT}``: the question encoder
+    starts from the one, the passage encoder from the other (DPR's published
+    ``DPRQuestionEncoder`` / ``DPRContextEncoder`` pair). The tokenizer is the question init's,
+    and the passage init's must be the same (:func:`check_same_tokenizer`); both must have one
+    pooling and similarity (:func:`pair_similarity`) and one vector size."""
+    question_init, passage_init = init_pair(init)
+    sim = pair_similarity(question_init, passage_init, pooling, normalize, scale)
     log.info("similarity of %s: %s pooling, %s (%s)", init, sim["pooling"],
              f"{sim['scale']:g} x cosine" if sim["normalize"] else
              ("dot product" if sim["scale"] == 1 else f"{sim['scale']:g} x dot product"), sim["source"])
-    tokenizer = load_tokenizer(init)
-    return tokenizer, BiEncoder(load_encoder(init, dropout), load_encoder(init, dropout), sim["pooling"],
-                                sim["normalize"], sim["scale"], sim["source"])
+    tokenizer = load_tokenizer(question_init)
+    if passage_init != question_init:
+        check_same_tokenizer(tokenizer, load_tokenizer(passage_init), question_init, passage_init)
+    question_model, passage_model = load_encoder(question_init, dropout), load_encoder(passage_init, dropout)
+    sizes = [int(m.config.hidden_size) for m in (question_model, passage_model)]
+    if sizes[0] != sizes[1]:
+        raise InputError("init", f"the question init {question_init!r} gives {sizes[0]}-dimensional vectors and the "
+                                 f"passage init {passage_init!r} {sizes[1]}-dimensional ones; a dot product needs one size")
+    return tokenizer, BiEncoder(question_model, passage_model, sim["pooling"], sim["normalize"], sim["scale"],
+                                sim["source"])
 
 
 def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:

@@ -6,6 +6,14 @@
   paper run (config/paper-mini.yaml) uses it where the paper config names bert-base-uncased.
 - a local directory holding a Hugging Face checkpoint.
 - anything else (``bert-base-uncased``) is passed to ``from_pretrained`` as a hub name.
+
+Any of these may be a plain ``AutoModel`` checkpoint (BERT, MiniLM), a sentence-transformers
+folder (``modules.json``; its Transformer module at the root or in a subfolder), or a Hugging
+Face DPR encoder (``model_type: dpr``: ``DPRQuestionEncoder`` / ``DPRContextEncoder``).
+
+A model's ``init`` is one checkpoint (both encoders start from it) or a mapping
+``{question: CKPT, passage: CKPT}`` (:func:`init_pair`), e.g. DPR's published pair
+``facebook/dpr-question_encoder-single-nq-base`` / ``facebook/dpr-ctx_encoder-single-nq-base``.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 from dcsr.errors import InputError
 
@@ -86,6 +95,106 @@ def resolve_checkpoint(name: str) -> str:
     return name
 
 
+#: The two sides of a model's ``init`` mapping.
+INIT_SIDES = ("question", "passage")
+
+
+def init_pair(init: str | Mapping[str, str]) -> tuple[str, str]:
+    """``(question checkpoint, passage checkpoint)`` of an ``init``: one checkpoint (a str) is
+    both; a mapping must have exactly the keys ``question`` and ``passage``."""
+    if isinstance(init, str):
+        return init, init
+    if isinstance(init, Mapping):
+        if set(init) != set(INIT_SIDES):
+            raise InputError("init", f"expected a checkpoint or {{question: CKPT, passage: CKPT}}, got keys "
+                                     f"{sorted(init)}")
+        q, p = init["question"], init["passage"]
+        if not (isinstance(q, str) and isinstance(p, str)):
+            raise InputError("init", f"question and passage must each name a checkpoint, got {init!r}")
+        return q, p
+    raise InputError("init", f"expected a checkpoint or {{question: CKPT, passage: CKPT}}, got {init!r}")
+
+
+def same_init(init: str | Mapping[str, str]) -> str | Mapping[str, str]:
+    """``init`` with a pair of one checkpoint on both sides collapsed to that checkpoint, so that
+    ``{question: x, passage: x}`` and ``x`` are the same run (and the same fingerprint)."""
+    q, p = init_pair(init)
+    return q if q == p else {"question": q, "passage": p}
+
+
+def init_from_options(init: str | None = None, question_init: str | None = None,
+                      passage_init: str | None = None) -> str | dict:
+    """A script's init from its options: ``--init CKPT``, ``--init '{"question": CKPT, "passage":
+    CKPT}'`` (JSON, what the rules pass for two encoders), or ``--question-init CKPT
+    --passage-init CKPT``; a pair of one checkpoint is that checkpoint (:func:`same_init`)."""
+    import json
+
+    if init is not None and (question_init is not None or passage_init is not None):
+        raise InputError("--init", "give --init, or --question-init with --passage-init, not both")
+    if init is None:
+        if question_init is None or passage_init is None:
+            raise InputError("--init", "give --init CKPT, or both --question-init and --passage-init")
+        return same_init({"question": question_init, "passage": passage_init})
+    if init.lstrip().startswith("{"):
+        try:
+            value = json.loads(init)
+        except json.JSONDecodeError as e:
+            raise InputError("--init", f"not a checkpoint nor a JSON object {{question, passage}}: {e}")
+        return same_init(value)
+    return init
+
+
+def st_modules(path: str | os.PathLike) -> list[dict] | None:
+    """The modules of a sentence-transformers folder (its ``modules.json``), or None when
+    ``path`` has none. Malformed JSON is an :class:`InputError`."""
+    import json
+
+    modules_file = Path(os.path.expanduser(str(path))) / "modules.json"
+    if not modules_file.is_file():
+        return None
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(str(modules_file), f"malformed sentence-transformers modules.json: {e}")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise InputError(str(modules_file), "malformed sentence-transformers modules.json: expected a list of modules")
+    return modules
+
+
+def st_module_kind(module: Mapping) -> str:
+    """A sentence-transformers module's class name, whichever version wrote it
+    (``sentence_transformers.models.Pooling`` (v2-v5) and
+    ``sentence_transformers.sentence_transformer.modules.pooling.Pooling`` (v6) are ``Pooling``)."""
+    kind = str(module.get("type", ""))
+    return kind.rsplit(".", 1)[-1] if kind.startswith("sentence_transformers.") else ""
+
+
+def st_transformer_dir(path: str | os.PathLike) -> Path | None:
+    """The folder of a sentence-transformers model's Transformer module (the Hugging Face
+    checkpoint: the folder itself, or a subfolder such as ``0_Transformer``), or None when
+    ``path`` is not a sentence-transformers folder or has no Transformer module."""
+    modules = st_modules(path)
+    if not modules:
+        return None
+    for m in modules:
+        if st_module_kind(m) == "Transformer":
+            return Path(os.path.expanduser(str(path))) / str(m.get("path") or "")
+    return None
+
+
+def checkpoint_dir(path: str | os.PathLike) -> Path | None:
+    """The folder holding the Hugging Face checkpoint of a local encoder folder: the folder when
+    it has ``config.json``, else a sentence-transformers folder's Transformer subfolder when that
+    has one; None otherwise."""
+    path = Path(os.path.expanduser(str(path)))
+    if (path / "config.json").is_file():
+        return path
+    sub = st_transformer_dir(path)
+    if sub is not None and (sub / "config.json").is_file():
+        return sub
+    return None
+
+
 def looks_like_path(name: str) -> bool:
     """Whether an encoder name is meant as a local path rather than a model hub id
     (``bert-base-uncased``, ``org/name``): it starts with ``/``, ``./``, ``../`` or ``~``, has
@@ -112,7 +221,7 @@ def check_encoder(name: str, where: str) -> None:
         raise InputError(where, f"{name!r}: the tiny model's seed must be an integer (tiny:<seed>)")
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if checkpoint_dir(path) is None:
             raise InputError(where, f"{name!r} is a directory without config.json, so not a Hugging Face "
                                     "checkpoint; give the directory that save_pretrained wrote")
         return

@@ -73,12 +73,15 @@ def variant_settings(cfg: dict) -> dict[str, dict]:
 DEV_VARIANT = ".dev"
 
 
-def temperature_dev_variants(cfg: dict) -> dict[str, dict]:
-    """``{name: dataset}``: with ``dcsr.temperature: dev``, each dataset whose test set is test
-    questions gets a variant ``<dataset>.dev`` whose test set is its dev questions, on which DCSR's
-    HasAns temperature is chosen (a dataset searched with dev questions already keeps T = 1:
-    choosing on them would choose on its test set)."""
-    if cfg.get("dcsr", {}).get("temperature") != "dev":
+def dev_variants(cfg: dict) -> dict[str, dict]:
+    """``{name: dataset}``: each dataset whose test set is test questions gets a variant
+    ``<dataset>.dev`` whose test set is its dev questions, when something is chosen on dev
+    questions: DCSR's HasAns temperature (``dcsr.temperature: dev``) or the weight of a hybrid
+    row's linear fusion. (A dataset searched with dev questions already gets none: choosing on
+    them would choose on its test set.)"""
+    hybrid = any(row.get("retriever") == "hybrid" and row.get("fusion", "linear") == "linear"
+                 for table in cfg.get("tables", {}).values() for row in table.get("rows", []))
+    if cfg.get("dcsr", {}).get("temperature") != "dev" and not hybrid:
         return {}
     out = {}
     for name, ds in cfg["datasets"].items():
@@ -110,8 +113,7 @@ def check_config(cfg: dict) -> None:
             raise InputError(_key("datasets", name, "squad"), "the corpus's own name is its dataset of all questions "
                                                                "(squad: true); name a group of articles otherwise")
     for name, m in models.items():
-        if m["init"] not in encoders:
-            raise InputError(_key("models", name, "init"), f"names encoder {m['init']!r}, which is not under 'encoders' ({', '.join(encoders)})")
+        check_init(m["init"], encoders, name)
         on = train_datasets(m)
         for i, ds in enumerate(on):
             if ds not in datasets:
@@ -170,6 +172,37 @@ def check_config(cfg: dict) -> None:
             for model in claim_pair(claim[side]):
                 if model != "bm25" and model not in models:
                     raise InputError(_key("claims", i, side), f"names model {model!r}, which is not under 'models' (or bm25)")
+
+
+def check_init(init, encoders: dict, model: str) -> None:
+    """``models.<model>.init``: an encoder name, or ``{question: ENCODER, passage: ENCODER}``,
+    each under ``encoders`` (whose checkpoints :func:`check_encoder` checked)."""
+    sides = [((), init)] if isinstance(init, str) else [((side,), init[side]) for side in ("question", "passage")]
+    for sub, encoder in sides:
+        if encoder not in encoders:
+            raise InputError(_key("models", model, "init", *sub), f"names encoder {encoder!r}, which is not under "
+                                                                  f"'encoders' ({', '.join(encoders)})")
+
+
+def model_init(cfg: dict, model: str):
+    """The checkpoint(s) a model starts from: the ``encoders`` entry its ``init`` names, or
+    ``{"question": checkpoint, "passage": checkpoint}`` for an init of two encoders."""
+    init, encoders = cfg["models"][model]["init"], cfg["encoders"]
+    if isinstance(init, str):
+        return encoders[init]
+    return {side: encoders[init[side]] for side in ("question", "passage")}
+
+
+def init_param(cfg: dict, model: str) -> str:
+    """The value of the scripts' ``--init`` option for a model (export_encoder.py,
+    train_biencoder.py): its checkpoint as it is (as before pairs existed, so that the recorded
+    params of existing models do not change), or, for two encoders, the shell-quoted JSON
+    ``{"passage": CKPT, "question": CKPT}``."""
+    import json
+    import shlex
+
+    init = model_init(cfg, model)
+    return init if isinstance(init, str) else shlex.quote(json.dumps(init, sort_keys=True))
 
 
 def claim_pair(side) -> tuple[str, str]:

@@ -34,6 +34,9 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     MERGED_DEV = f"{results}/train/{{model}}/dev.json"
     MODEL_DIR = f"{results}/models/{{model}}"
     CHECKPOINT_DIR = f"{results}/checkpoints/{{model}}"
+    # a model in the format its family's tools read (DPR's Hugging Face classes or
+    # sentence-transformers: dcsr.models.export); made on request only, not by the default target
+    EXPORT_DIR = f"{results}/export/{{model}}"
     QUERY_DIR = f"{results}/queries/{{qmodel}}"  # one job per question encoder: every test set it is searched with
     QUERY_VECTORS = f"{QUERY_DIR}/{{dataset}}.npy"
     SHARD_VECTORS = f"{results}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"
@@ -46,6 +49,11 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     # BM25 is the (question, passage) "encoder pair" (bm25, bm25), so every retriever's run,
     # metrics and table row share one path shape.
     RUN = f"{results}/runs/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.trec"
+    # hybrid retrieval (retriever: hybrid rows): BM25's run fused with the dense run of (qmodel, pmodel)
+    HYBRID_RUN = f"{results}/runs/{{corpus}}/hybrid-{{fusion}}/{{qmodel}}/{{pmodel}}/{{dataset}}.trec"
+    HYBRID_METRICS = f"{results}/metrics/{{corpus}}/hybrid-{{fusion}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
+    HYBRID_QUESTIONS = f"{results}/metrics/{{corpus}}/hybrid-{{fusion}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
+    FUSION_WEIGHT = f"{results}/fusion/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"  # linear fusion's weight, chosen on dev
     TEMPERATURE = f"{results}/temperature/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"  # dcsr.temperature: dev
     METRICS = f"{results}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
     QUESTION_RESULTS = f"{results}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
@@ -62,6 +70,7 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     CLAIMS = f"{results}/claims"  # + .csv / .md: the claims ledger
     # Encoder attribution (second paper): every pair's metrics in one file, then its tables and figures
     PAIR_MATRIX = f"{results}/attribution/pair_matrix.csv"
+    ATTRIBUTION_TABLE1 = f"{results}/tables/attribution_table1"  # + .csv / .md: questions per dataset
     ATTRIBUTION_TABLE2 = f"{results}/tables/attribution_table2"  # + .csv / .md
     MARGINALS = f"{results}/tables/attribution_marginals-{{family}}"  # + .csv / .md
     MARGINALS_PNG = f"{results}/figures/attribution_marginals-{{family}}.png"

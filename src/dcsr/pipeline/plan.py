@@ -22,7 +22,7 @@ from dcsr.attribution.analysis import percent_label, sweep_model_name
 from dcsr.errors import InputError
 from dcsr.evaluation.tables import table_cells
 from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, corpus_shards, dataset_questions, model_seeds,
-                                  seed_replicas, sweep_models, temperature_dev_variants, train_datasets, variant_root,
+                                  seed_replicas, sweep_models, dev_variants, train_datasets, variant_root,
                                   variant_settings)
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
@@ -41,8 +41,9 @@ def expand_config(config: dict) -> dict:
     config["models"].update(sweep_models(config))
     # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)
     config["models"].update(seed_replicas(config))
-    # dcsr.temperature: dev searches each dataset's dev questions too (<dataset>.dev variants)
-    config["datasets"].update(temperature_dev_variants(config))
+    # what is chosen on dev questions (DCSR's temperature, a hybrid's weight) searches each dataset's
+    # dev questions too (<dataset>.dev variants)
+    config["datasets"].update(dev_variants(config))
     # a variant (datasets.<name>.like) has its dataset's match and paper_name unless it sets them
     for name, inherited in variant_settings(config).items():
         config["datasets"][name] = {**inherited, **config["datasets"][name]}
@@ -274,12 +275,65 @@ class Plan:
         return self.dataset_cfg(dataset).get("match", "string")
 
     # ------------------------------------------------------------------ targets
+    def table_cells(self, table):
+        """(corpus, :class:`~dcsr.evaluation.tables.Cell`) of every cell of a table."""
+        return [(self.corpus_of(c.dataset), c) for c in table_cells(self.config["tables"][table])]
+
+    def cell_metrics(self, corpus, cell):
+        """The metrics file a table cell reads: its run's, or its fusion's for a hybrid row."""
+        if cell.fusion:
+            return self.paths.HYBRID_METRICS.format(corpus=corpus, fusion=cell.fusion, qmodel=cell.qmodel,
+                                                    pmodel=cell.pmodel, dataset=cell.dataset)
+        return self.paths.METRICS.format(corpus=corpus, qmodel=cell.qmodel, pmodel=cell.pmodel, dataset=cell.dataset)
+
     def table_runs(self, table):
-        """(corpus, qmodel, pmodel, dataset) of every cell of a table."""
-        return [(self.corpus_of(c.dataset), c.qmodel, c.pmodel, c.dataset) for c in table_cells(self.config["tables"][table])]
+        """(corpus, qmodel, pmodel, dataset) of every run a table needs: its cells', and for a
+        hybrid cell the BM25 and dense runs it fuses (linear fusion: on the dev questions too,
+        where its weight is chosen)."""
+        runs = []
+        for c, cell in self.table_cells(table):
+            runs.append((c, cell.qmodel, cell.pmodel, cell.dataset))
+            if cell.fusion:
+                runs.append((c, "bm25", "bm25", cell.dataset))
+                if cell.fusion == "linear":
+                    dev = cell.dataset + DEV_VARIANT
+                    runs += [(c, cell.qmodel, cell.pmodel, dev), (c, "bm25", "bm25", dev)]
+        return list(dict.fromkeys(runs))
 
     def table_metrics(self, table):
-        return [self.paths.METRICS.format(corpus=c, qmodel=q, pmodel=p, dataset=d) for c, q, p, d in self.table_runs(table)]
+        return [self.cell_metrics(c, cell) for c, cell in self.table_cells(table)]
+
+    def table_spec_cells(self, table):
+        """make_table's cells: each cell's pair, dataset, fusion and metrics file."""
+        return [{"qmodel": cell.qmodel, "pmodel": cell.pmodel, "dataset": cell.dataset, "fusion": cell.fusion,
+                 "metrics": self.cell_metrics(c, cell)} for c, cell in self.table_cells(table)]
+
+    @functools.cache
+    def hybrid_runs(self):
+        """(corpus, fusion, qmodel, pmodel, dataset) of every hybrid cell of the tables."""
+        return tuple(sorted({(c, cell.fusion, cell.qmodel, cell.pmodel, cell.dataset) for table in self.config["tables"]
+                             for c, cell in self.table_cells(table) if cell.fusion}))
+
+    def fuse_inputs(self, wc):
+        """A hybrid run's two runs (BM25's and the pair's), its questions and passage store, and
+        for linear fusion the weight chosen on dev."""
+        if (wc.corpus, wc.fusion, wc.qmodel, wc.pmodel, wc.dataset) not in self.hybrid_runs():
+            raise InputError("config", f"no table has a hybrid row ({wc.fusion}) of {wc.qmodel} x {wc.pmodel} on "
+                                       f"{wc.dataset}: add one (retriever: hybrid) to a table's rows")
+        inputs = self.fused_runs(wc, wc.dataset)
+        if wc.fusion == "linear":
+            inputs["weight"] = self.paths.FUSION_WEIGHT.format(**wc)
+        return inputs
+
+    def fusion_weight_inputs(self, wc):
+        """The runs of the dev questions that linear fusion's weight is chosen on."""
+        return self.fused_runs(wc, wc.dataset + DEV_VARIANT)
+
+    def fused_runs(self, wc, dataset):
+        run = self.paths.RUN
+        return {"bm25": run.format(corpus=wc.corpus, qmodel="bm25", pmodel="bm25", dataset=dataset),
+                "dense": run.format(corpus=wc.corpus, qmodel=wc.qmodel, pmodel=wc.pmodel, dataset=dataset),
+                "questions": self.dataset_file(dataset, "test"), **self.store_inputs(wc)}
 
     def final_outputs(self):
         out = []
@@ -381,10 +435,15 @@ class Plan:
     def attribution_spec_arg(self, wc):
         return shlex.quote(json.dumps(self.attribution_spec()))
 
+    def attribution_datasets(self):
+        """The datasets of the attribution's families that have question files of their own
+        (Table 1's rows), in the families' order."""
+        families = self.attribution()["families"].values()
+        return [d for d in dict.fromkeys(d for fam in families for d in fam) if d in self.source_datasets()]
+
     def attribution_stats_entries(self):
         """(dataset, fraction, training file) for Table 3 and Figure 4."""
-        a = self.attribution()
-        datasets = [d for d in dict.fromkeys(d for fam in a["families"].values() for d in fam) if d in self.source_datasets()]
+        datasets = self.attribution_datasets()
         entries = [(d, 1.0, self.training_file(d)) for d in datasets]
         for ds, series in self.sweep_series().items():
             entries += [(ds, f, self.model_training_file(m)) for f, m in series if f != 1.0 and ds in datasets]
@@ -394,7 +453,8 @@ class Plan:
         a = self.attribution()
         if not a:
             return []
-        out = [self.paths.PAIR_MATRIX, f"{self.paths.ATTRIBUTION_TABLE2}.csv", f"{self.paths.ATTRIBUTION_TABLE2}.md",
+        out = [self.paths.PAIR_MATRIX, f"{self.paths.ATTRIBUTION_TABLE1}.csv", f"{self.paths.ATTRIBUTION_TABLE1}.md",
+               f"{self.paths.ATTRIBUTION_TABLE2}.csv", f"{self.paths.ATTRIBUTION_TABLE2}.md",
                f"{self.paths.ATTRIBUTION_TABLE3}.csv", f"{self.paths.ATTRIBUTION_TABLE3}.md", f"{self.paths.COVERAGE_FIGURE}.png", f"{self.paths.COVERAGE_FIGURE}.csv"]
         for family in a["families"]:
             out += [f"{self.paths.MARGINALS.format(family=family)}.{e}" for e in ("csv", "md")]
@@ -414,6 +474,15 @@ class Plan:
         if self.is_dcsr(wc.model):  # DCSR's sentence spans of the passages it trains on (one corpus: dcsr.pipeline.config checks it)
             inputs["sentences"] = self.paths.SENTENCES.format(corpus=self.corpus_of(ds))
         return inputs
+
+    def export_inputs(self, wc):
+        """export_model's input, the saved model; a DCSR model is refused here, before it is
+        trained: its sentence vectors are in neither export format (dcsr.models.export)."""
+        if self.is_dcsr(wc.model):
+            raise InputError(f"config: models.{wc.model}.method", f"dcsr: model {wc.model} encodes a passage as one "
+                             "vector per sentence, which neither DPR's Hugging Face format nor sentence-transformers "
+                             "holds (one vector per text); only method dpr exports")
+        return {"model": self.paths.MODEL_DIR.format(model=wc.model)}
 
     def embed_shard_inputs(self, wc):
         # the corpus's passage store: the job reads its shard's rows only
@@ -440,11 +509,12 @@ class Plan:
     def temperature_on_dev(self, pmodel, dataset):
         """Whether the run of DCSR passage encoder ``pmodel`` on ``dataset`` takes its HasAns
         temperature from ``dataset``'s dev questions (dcsr.temperature: dev)."""
-        return self.is_dcsr(pmodel) and dataset + DEV_VARIANT in self.config["datasets"]
+        return (self.is_dcsr(pmodel) and self.config["dcsr"]["temperature"] == "dev"
+                and dataset + DEV_VARIANT in self.config["datasets"])
 
     def hasans_args(self, wc, input):
-        """merge_runs' HasAns flags: none for DPR; a DCSR run takes its temperature from the config,
-        the dev choice (dcsr.temperature: dev), or 1 for the dev runs that the choice is made on."""
+        """merge_runs' HasAns flags: none for DPR; a DCSR run takes its temperature from the config
+        or from the dev choice (dcsr.temperature: dev; its merged dev run too), else 1."""
         if not self.is_dcsr(wc.pmodel):
             return ""
         if "temperature" in input.keys():
@@ -509,6 +579,12 @@ class Plan:
         inputs = self.run_inputs(wc, wc.dataset)
         if self.temperature_on_dev(wc.pmodel, wc.dataset):
             inputs["temperature"] = self.paths.TEMPERATURE.format(**wc)
+        elif wc.dataset.endswith(DEV_VARIANT) and self.temperature_on_dev(wc.pmodel, wc.dataset[:-len(DEV_VARIANT)]):
+            # the merged dev run (a hybrid's weight is chosen on it) ranks with the temperature the
+            # test run uses, chosen on the dev questions' sentence hits, not on this merged run
+            root = wc.dataset[:-len(DEV_VARIANT)]
+            inputs["temperature"] = self.paths.TEMPERATURE.format(corpus=wc.corpus, qmodel=wc.qmodel,
+                                                                  pmodel=wc.pmodel, dataset=root)
         return inputs
 
     def run_inputs(self, wc, dataset):

@@ -103,10 +103,18 @@ def package_version(module: str) -> str | None:
     return None
 
 
-def init_identity(init: str) -> dict:
+def init_identity(init: str | Mapping[str, str]) -> dict:
     """What a training run starts from: a package's name and version (``pkg:NAME``), the tiny
     model's seed, a local checkpoint's content hash, or a model hub id (its name only: the hub
-    is not reachable to hash it)."""
+    is not reachable to hash it). A pair ``{question: CKPT, passage: CKPT}`` is
+    ``{"question": identity, "passage": identity}`` (a pair of one checkpoint is that checkpoint's)."""
+    if not isinstance(init, str):
+        from dcsr.models.checkpoints import init_pair
+
+        question, passage = init_pair(init)
+        if question == passage:
+            return init_identity(question)
+        return {"question": init_identity(question), "passage": init_identity(passage)}
     if init.startswith("pkg:"):
         return {"package": init[4:], "version": package_version(init[4:])}
     if init == "tiny" or init.startswith("tiny:"):
