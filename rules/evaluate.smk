@@ -49,6 +49,7 @@ rule evaluate_topk:
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        gold=plan.gold_args,
     threads: 1
     resources:
         mem_mb=plan.resources_for("evaluate_topk", "mem_mb"),
@@ -58,4 +59,4 @@ rule evaluate_topk:
     shell:
         "python {params.script} --run {input.run} --questions {input.questions} --corpus {params.store}"
         " --metrics {output.metrics} --per-question {output.questions} --ks {params.ks}"
-        " --match {params.match} 2> {log}"
+        " --match {params.match} {params.gold} 2> {log}"

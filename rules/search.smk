@@ -85,6 +85,7 @@ rule merge_runs:
         hasans=plan.hasans_args,
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        gold=plan.gold_args,
     threads: 1
     resources:
         mem_mb=plan.resources_for("merge_runs", "mem_mb"),
@@ -94,7 +95,7 @@ rule merge_runs:
     shell:
         "python {params.script} --output {output.run} --k {params.k} --tag {params.tag} {params.hasans}"
         " --questions {input.questions} --corpus {params.store} --metrics {output.metrics}"
-        " --per-question {output.questions} --ks {params.ks} --match {params.match} {params.hits} 2> {log}"
+        " --per-question {output.questions} --ks {params.ks} --match {params.match} {params.gold} {params.hits} 2> {log}"
 
 
 # dcsr.temperature: dev: DCSR's HasAns temperature for one run, chosen on the dev questions of
@@ -181,6 +182,7 @@ rule fuse_runs:
         k=config["search"]["k"],
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        gold=plan.gold_args,
     threads: 1
     resources:
         mem_mb=plan.resources_for("fuse_runs", "mem_mb"),
@@ -191,4 +193,4 @@ rule fuse_runs:
         "python {params.script} --bm25 {input.bm25} --dense {input.dense} --fusion {wildcards.fusion}"
         " {params.weight} --k {params.k} --output {output.run} --questions {input.questions}"
         " --corpus {params.store} --metrics {output.metrics} --per-question {output.questions}"
-        " --ks {params.ks} --match {params.match} 2> {log}"
+        " --ks {params.ks} --match {params.match} {params.gold} 2> {log}"

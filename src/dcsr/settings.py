@@ -69,7 +69,7 @@ SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 
 #: What a bi-encoder's training reads (``dcsr.training.loop``). Defaults are DPR's (paper and its
-#: ``biencoder_nq`` config). Every one of them determines the model except the three in
+#: ``biencoder_nq`` config). Every one of them determines the model except those in
 #: :data:`NOT_IN_FINGERPRINT`.
 TRAIN: dict[str, Setting] = {
     "batch_size": _s(int, 16, "questions per process per step (DPR: 16 per GPU)", low=1),
@@ -105,6 +105,10 @@ TRAIN: dict[str, Setting] = {
     "dropout": _s((float, int, _NONE), None, "override every dropout probability (null: keep the checkpoint's)",
                   low=0, high=1, high_open=True),
     "num_workers": _s(int, 0, "DataLoader workers building and tokenizing batches", low=0),
+    "grad_cache_chunk": _s(int, 0, "GradCache (Gao et al. 2021): encode each batch this many questions at a time, "
+                                   "with the passages in proportion (chunk x passages / questions), to train a large "
+                                   "batch in a chunk's memory with the same loss and gradients (0: off, one pass)",
+                           low=0),
     "val_av_rank_hard_neg": _s(int, 30, "hard negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_other_neg": _s(int, 30, "other negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_max_qs": _s(int, 10000, "dev questions for the average rank (DPR: 10000)", low=0),
@@ -133,8 +137,9 @@ DCSR_INTERNAL: dict[str, Setting] = {
 }
 
 #: Settings that do not change the trained model: a checkpoint written under other values
-#: resumes (logging, data-loading workers, checkpoint frequency).
-NOT_IN_FINGERPRINT = ("log_every_steps", "num_workers", "checkpoint_every_steps")
+#: resumes (logging, data-loading workers, checkpoint frequency, GradCache chunks: the same
+#: loss and gradients computed in pieces).
+NOT_IN_FINGERPRINT = ("log_every_steps", "num_workers", "checkpoint_every_steps", "grad_cache_chunk")
 
 SECTIONS: dict[str, dict[str, Setting]] = {
     "train": {**TRAIN, **LAUNCH},

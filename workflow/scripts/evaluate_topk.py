@@ -15,9 +15,11 @@ def main():
     ap.add_argument("--per-question", default=None)
     ap.add_argument("--ks", default="1,5,20,100")
     ap.add_argument("--match", choices=["string", "regex"], default="string")
+    ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
+                                                 "its gold passages too")
     a = ap.parse_args()
     ks = [int(k) for k in a.ks.split(",")]
-    evaluate_run(a.run, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match)
+    evaluate_run(a.run, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match, gold_json=a.gold)
 
 
 if __name__ == "__main__":

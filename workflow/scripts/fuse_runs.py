@@ -24,6 +24,8 @@ def main():
     ap.add_argument("--per-question", default=None)
     ap.add_argument("--ks", default="1,5,20,100")
     ap.add_argument("--match", choices=["string", "regex"], default="string")
+    ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
+                                                 "its gold passages too")
     a = ap.parse_args()
     about = {"fusion": a.fusion}
     weight = None
@@ -36,7 +38,7 @@ def main():
     fused = fuse_runs(read_trec(a.bm25), read_trec(a.dense), a.fusion, weight, a.k)
     write_trec(a.output, fused, tag=f"hybrid-{a.fusion}")
     evaluate_run(a.output, a.questions, a.corpus, a.metrics, a.per_question, ks=[int(k) for k in a.ks.split(",")],
-                 match_type=a.match, about=about)
+                 match_type=a.match, about=about, gold_json=a.gold)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def main():
         label = cell.column if cell.dataset == cell.column else f"{cell.column} ({cell.dataset})"
         rows.append(Row(r["label"], label, read_metrics(cells[(cell.qmodel, cell.pmodel, cell.dataset, cell.fusion)]), ref))
     metrics = [f"top{k}" for k in spec["ks"]]
-    write_retrieval_table(rows, metrics, paper, a.csv, a.md, title=table["title"])
+    write_retrieval_table(rows, metrics, paper, a.csv, a.md, title=table["title"], measures=table.get("measures", []))
 
 
 if __name__ == "__main__":

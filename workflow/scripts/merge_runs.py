@@ -29,6 +29,8 @@ def main():
     ap.add_argument("--per-question", default=None, help="and every question's hits here (JSONL)")
     ap.add_argument("--ks", default="1,5,20,100")
     ap.add_argument("--match", choices=["string", "regex"], default="string")
+    ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
+                                                 "its gold passages too")
     a = ap.parse_args()
     if a.metrics and not (a.questions and a.corpus):
         ap.error("--metrics needs --questions and --corpus")
@@ -53,7 +55,7 @@ def main():
         ks = [int(k) for k in a.ks.split(",")]
         about = {"hasans_temperature": a.temperature} if a.hasans else {}
         evaluate_run(a.output, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match,
-                     about=about)
+                     about=about, gold_json=a.gold)
 
 
 if __name__ == "__main__":

@@ -39,14 +39,36 @@ def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> 
     return {f"top{k}": (100.0 * sum(1 for r in ranks if r is not None and r <= k) / n if n else 0.0) for k in ks}
 
 
+def standard_measures(run_trec, run, flags, questions: int, gold_json=None) -> dict:
+    """``{"trec_eval": answer-match measures, "trec_eval_gold": gold measures}`` of a run (see
+    :func:`evaluate_run`), computed by ir_measures on the run file as trec_eval reads it."""
+    from dcsr.evaluation.trec_eval import ANSWER_MATCH_MEASURES, GOLD_MEASURES, gold_qrels, measure_run
+
+    qrels = {str(q): {str(pid): int(f) for (pid, _), f in zip(run.get(q, []), flags[q])} for q in range(questions)}
+    out = {"trec_eval": {"qrels": "answer-match", **measure_run(run_trec, qrels, ANSWER_MATCH_MEASURES, questions)}}
+    if gold_json is not None:
+        from dcsr.data.formats import iter_biencoder
+
+        gold = gold_qrels(iter_biencoder(gold_json, require_positive=False))
+        out["trec_eval_gold"] = {"qrels": f"gold passages of {os.path.basename(gold_json)}",
+                                 "judged_questions": len(gold), **measure_run(run_trec, gold, GOLD_MEASURES)}
+    return out
+
+
 def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
                  out_metrics: str | os.PathLike, out_questions: str | os.PathLike | None = None,
-                 ks: Sequence[int] = DEFAULT_KS, match_type: str = "string", about: dict | None = None) -> dict:
+                 ks: Sequence[int] = DEFAULT_KS, match_type: str = "string", about: dict | None = None,
+                 gold_json: str | os.PathLike | None = None) -> dict:
     """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics.
 
     ``corpus_tsv`` is the DPR passage TSV, or its passage store directory
     (:mod:`dcsr.data.passage_store`), from which only the retrieved passages are read. ``about``
-    goes into the metrics as it is (how the run was made, e.g. its HasAns temperature)."""
+    goes into the metrics as it is (how the run was made, e.g. its HasAns temperature).
+
+    Beside top-k, ``trec_eval`` holds MRR@10 and nDCG@10 against the run's answer-match qrels
+    (:mod:`dcsr.evaluation.trec_eval`), and with ``gold_json`` (the DPR dev JSON whose questions
+    are the test set, in order) ``trec_eval_gold`` holds them and recall@20/100 against its gold
+    passages."""
     qas = list(iter_qas(qas_path))
     run = read_trec(run_trec)
     extra = sorted(q for q in run if not 0 <= q < len(qas))
@@ -73,6 +95,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
+    metrics.update(standard_measures(run_trec, run, flags, len(qas), gold_json))
     with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
         json.dump(metrics, fh, indent=2)
         fh.write("\n")

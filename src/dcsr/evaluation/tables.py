@@ -103,8 +103,10 @@ def _fmt(v) -> str:
 
 
 def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: dict, out_csv, out_md,
-                          title: str, notes: Sequence[str] = ()) -> None:
-    """Write a retrieval table (CSV long format + Markdown)."""
+                          title: str, notes: Sequence[str] = (), measures: Sequence[str] = ()) -> None:
+    """Write a retrieval table (CSV long format + Markdown). ``measures`` (ir_measures names, e.g.
+    ``RR@10``) add the runs' standard measures against answer-match qrels (the metrics'
+    ``trec_eval``; :mod:`dcsr.evaluation.trec_eval`) after the top-k columns."""
     sources = {}
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
@@ -121,10 +123,16 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                 w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
                             "" if pv is None else pv, src, r.metrics.get("questions", ""),
                             r.metrics.get("hasans_temperature", ""), r.metrics.get("fusion_weight", "")])
+        for r in rows:
+            for m in measures:
+                v = r.metrics.get("trec_eval", {}).get(m)
+                w.writerow([r.label, r.test_set, f"{m} (answer-match)", "" if v is None else f"{v:.2f}", "", "",
+                            r.metrics.get("questions", ""), "", ""])
     paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
     # DCSR rows rank passages by HasAns: which softmax temperature each used
     temperatures = any("hasans_temperature" in r.metrics for r in rows)
     head = ["Retriever", "Test set", "Questions"] + [m.replace("top", "Top-") for m in metrics]
+    head += [("MRR@" + m[3:] if m.startswith("RR@") else m) + "*" for m in measures]
     head += [f"paper {m.replace('top', 'Top-')}" for m in paper_metrics]
     head += ["HasAns T"] if temperatures else []
     # hybrid rows with linear fusion: the dense weight chosen on dev
@@ -133,6 +141,7 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.label, r.test_set, _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
+        cells += [_fmt(r.metrics.get("trec_eval", {}).get(m)) for m in measures]
         cells += [_fmt(paper_value(paper, r.paper_ref, m)) for m in paper_metrics]
         if temperatures:
             t = r.metrics.get("hasans_temperature")
@@ -152,6 +161,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         lines.append("- HasAns T: the softmax temperature of DCSR's score normalization for sentence-level rows "
                      "(1: the paper's; with `dcsr.temperature: dev`, chosen per run on the dev questions of the "
                      "test set's dataset).")
+    if measures:
+        lines.append("- Columns marked *: the run's standard measure (ir_measures, trec_eval's code, on the TREC run "
+                     "file) against answer-match qrels, every retrieved passage judged by DPR's matching, x 100; "
+                     "comparable across rows through the matching only (dcsr.evaluation.trec_eval).")
     if weights:
         lines.append("- Dense weight: a hybrid row's weight w of linear fusion, w x dense + (1 - w) x BM25 of "
                      "min-max normalized scores, chosen on the dev questions of the test set's dataset "

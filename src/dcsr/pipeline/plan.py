@@ -596,6 +596,13 @@ class Plan:
             **self.store_inputs(wc),
         }
 
+    def gold_args(self, wc):
+        """``--gold DEV_JSON`` when a run's test set is a dataset's dev questions (whose DPR dev JSON
+        knows each question's gold passages: standard measures against them too), else ''."""
+        if dataset_questions(self.config, wc.dataset) != "dev":
+            return ""
+        return f"--gold {shlex.quote(self.dataset_file(variant_root(self.config, wc.dataset), 'dev'))}"
+
     def store_inputs(self, wc):
         """The corpus's passage store: a run's passages are read from it to score the run, and an
         embedding shard's rows to embed them."""

@@ -44,6 +44,7 @@ from dcsr.fsutil import atomic_open, atomic_path
 from dcsr.models.biencoder import (BiEncoder, build_biencoder, load_biencoder, score, tokenize_passages, tokenize_questions,
                     write_biencoder)
 from dcsr.settings import NOT_IN_FINGERPRINT, TRAIN, Setting, Settings, filled
+from dcsr.training.gradcache import grad_cache_step
 
 # ---------------------------------------------------------------------- settings
 
@@ -717,17 +718,30 @@ class Trainer:
 
     def step(self, batch: Batch) -> tuple[float, float, float]:
         """One optimization step on this process's slice of a global batch: ``(loss, in-batch
-        accuracy, learning rate)``."""
+        accuracy, learning rate)``. With ``grad_cache_chunk`` the slice is encoded that many
+        questions at a time (:mod:`dcsr.training.gradcache`): the same loss and gradients."""
         ctx = self.ctx
         batch = batch.to(ctx.device)
-        with _autocast(ctx.device, self.amp_dtype):
-            q, p = self.ddp(batch.q, batch.p)
-        q_all, p_all, targets = global_vectors(q.float(), p.float(), batch.positive_index, ctx)
-        loss, correct = nll_loss(q_all, p_all, targets)
-        # Each process back-propagates through its own rows only and DDP averages the
-        # gradients; scaling by world_size makes that average the single-process
-        # gradient of the global batch.
-        self.scaler.scale(loss * ctx.world).backward()
+        if self.s.grad_cache_chunk > 0:
+            # GradCache: the same loss and gradients, the batch encoded grad_cache_chunk questions at a time
+            def loss_fn(q: Tensor, p: Tensor) -> tuple[Tensor, tuple[Tensor, int, int]]:
+                q_all, p_all, targets = global_vectors(q, p, batch.positive_index, ctx)
+                loss, correct = nll_loss(q_all, p_all, targets)
+                return self.scaler.scale(loss * ctx.world), (loss, correct, q_all.shape[0])
+
+            loss, correct, questions = grad_cache_step(self.ddp, batch.q, batch.p, self.s.grad_cache_chunk, loss_fn,
+                                                       encoder=self.model,
+                                                       autocast=lambda: _autocast(ctx.device, self.amp_dtype))
+        else:
+            with _autocast(ctx.device, self.amp_dtype):
+                q, p = self.ddp(batch.q, batch.p)
+            q_all, p_all, targets = global_vectors(q.float(), p.float(), batch.positive_index, ctx)
+            loss, correct = nll_loss(q_all, p_all, targets)
+            questions = q_all.shape[0]
+            # Each process back-propagates through its own rows only and DDP averages the
+            # gradients; scaling by world_size makes that average the single-process
+            # gradient of the global batch.
+            self.scaler.scale(loss * ctx.world).backward()
         self.scaler.unscale_(self.optimizer)
         if self.s.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
@@ -738,7 +752,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step_no += 1
         self.pos += 1
-        return float(loss.detach()), correct / q_all.shape[0], lr
+        return float(loss.detach()), correct / questions, lr
 
     def validate(self) -> None:
         """In-batch NLL and accuracy on the dev set (and DPR's average rank), appended to the

@@ -1,0 +1,76 @@
+"""Standard measures (dcsr.evaluation.trec_eval): our TREC runs and qrels are read by ir_measures
+(pytrec_eval, trec_eval's code) exactly as we write them, and its numbers match hand computation."""
+
+import json
+
+import ir_measures
+import pytest
+
+from dcsr.data.runs import read_trec, write_trec
+from dcsr.evaluation.trec_eval import (answer_match_qrels, gold_qrels, measure_run, read_qrels, write_qrels)
+
+RUN = {0: [(7, 2.5), (5, 1.5), (9, 0.25)], 1: [(3, 0.9), (4, 0.8)], 2: []}
+
+
+def test_runs_and_qrels_are_read_by_ir_measures_as_we_write_them(tmp_path):
+    write_trec(tmp_path / "r.trec", RUN, tag="t")
+    # trec_eval's reader takes every line as a hit: our '# no hits' comment is the one line to strip
+    lines = (tmp_path / "r.trec").read_text().splitlines()
+    assert [line for line in lines if line.startswith("#")] == ["# no hits: 2"]
+    (tmp_path / "r.trec").write_text("\n".join(line for line in lines if not line.startswith("#")) + "\n")
+    parsed = {}
+    for doc in ir_measures.read_trec_run(str(tmp_path / "r.trec")):
+        parsed.setdefault(doc.query_id, []).append((doc.doc_id, doc.score))
+    ours = read_trec(tmp_path / "r.trec")
+    # every hit, with its score; the "# no hits" line is a comment trec_eval skips
+    assert {q: sorted(h) for q, h in parsed.items()} == {str(q): sorted((str(p), s) for p, s in h)
+                                                        for q, h in ours.items() if h}
+    qrels = {"0": {"5": 1, "7": 0}, "1": {"4": 1}, "2": {"8": 1}}
+    write_qrels(tmp_path / "q.qrels", qrels)
+    assert (tmp_path / "q.qrels").read_text().splitlines()[0] == "0 0 5 1"
+    assert {(q.query_id, q.doc_id, q.relevance) for q in ir_measures.read_trec_qrels(str(tmp_path / "q.qrels"))} == {
+        (q, d, r) for q, docs in qrels.items() for d, r in docs.items()}
+    assert read_qrels(tmp_path / "q.qrels") == qrels
+
+
+def test_measures_by_hand(tmp_path):
+    write_trec(tmp_path / "r.trec", RUN, tag="t")
+    qrels = {"0": {"5": 1, "7": 0, "9": 1}, "1": {"3": 0, "4": 0}, "2": {"8": 1}}
+    # question 0: first relevant at rank 2 -> RR 1/2; question 1: none -> 0; question 2: no hits -> 0
+    got = measure_run(tmp_path / "r.trec", qrels, ["RR@10", "R@2"], questions=3)
+    assert got["RR@10"] == pytest.approx(100 * (0.5 + 0 + 0) / 3)
+    assert got["R@2"] == pytest.approx(100 * (0.5 + 0 + 0) / 3)  # q0: 1 of its 2 relevant in the top 2
+    # without the question count, the mean over the questions ir_measures reports: those of the
+    # qrels, a judged question without hits counting 0; with it, unjudged questions count 0 too
+    assert measure_run(tmp_path / "r.trec", qrels, ["RR@10"])["RR@10"] == pytest.approx(100 * 0.5 / 3)
+    assert measure_run(tmp_path / "r.trec", qrels, ["RR@10"], questions=4)["RR@10"] == pytest.approx(100 * 0.5 / 4)
+
+
+def test_answer_match_and_gold_qrels(tmp_path):
+    (tmp_path / "q.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"qid": 0, "hits": [7, 5], "has_answer": [False, True], "first_hit": 2},
+        {"qid": 1, "hits": [], "has_answer": [], "first_hit": None}]) + "\n")
+    assert answer_match_qrels(tmp_path / "q.jsonl") == {"0": {"7": 0, "5": 1}, "1": {}}
+    records = [{"positive_ctxs": [{"passage_id": "12"}, {"passage_id": "13"}]}, {"positive_ctxs": [{"text": "x"}]}]
+    assert gold_qrels(records) == {"0": {"12": 1, "13": 1}}
+
+
+def test_a_scored_run_carries_its_standard_measures(tmp_path):
+    from dcsr.evaluation.metrics import evaluate_run
+
+    (tmp_path / "corpus.tsv").write_text("id\ttext\ttitle\n5\tthe river is long\tR\n7\tan apple\tA\n9\triver again\tR\n")
+    (tmp_path / "qas.csv").write_text('which river?\t["river"]\n')
+    write_trec(tmp_path / "r.trec", {0: [(7, 3.0), (5, 2.0), (9, 1.0)]}, tag="t")
+    (tmp_path / "dev.json").write_text(json.dumps([{"question": "which river?", "answers": ["river"],
+                                                    "positive_ctxs": [{"title": "R", "text": "river again",
+                                                                       "passage_id": "9"}]}]))
+    m = evaluate_run(tmp_path / "r.trec", tmp_path / "qas.csv", tmp_path / "corpus.tsv", tmp_path / "m.json",
+                     ks=[1, 2], gold_json=tmp_path / "dev.json")
+    assert m["top1"] == 0.0 and m["top2"] == 100.0
+    assert m["trec_eval"]["qrels"] == "answer-match" and m["trec_eval"]["RR@10"] == pytest.approx(50.0)
+    # answer-match judges the scored depth (max ks = 2): 7 not relevant, 5 relevant; DCG = 1/log2(3), ideal 1
+    import math
+    assert m["trec_eval"]["nDCG@10"] == pytest.approx(100 / math.log2(3))
+    # gold: passage 9 only, at rank 3
+    assert m["trec_eval_gold"]["RR@10"] == pytest.approx(100 / 3) and m["trec_eval_gold"]["R@20"] == 100.0
+    assert json.loads((tmp_path / "m.json").read_text())["trec_eval"] == m["trec_eval"]
