@@ -36,7 +36,8 @@ rule export_encoder:
 rule merge_training_sets:
     input:
         train=lambda wc: [plan.training_file(d) for d in train_datasets(config["models"][wc.model])],
-        dev=lambda wc: [plan.dataset_file(d, "dev") for d in train_datasets(config["models"][wc.model])],
+        # one dev set per file: DPR's recipe NQ + nq_train_hn1 shares NQ's dev set
+        dev=lambda wc: list(dict.fromkeys(plan.dataset_file(d, "dev") for d in train_datasets(config["models"][wc.model]))),
     output:
         train=MERGED_TRAIN,
         dev=MERGED_DEV,

@@ -18,14 +18,15 @@ DATASETS = ["nq", "trivia", "squad", "wq", "curated"]
 SINGLE = {m: [f"{m}-{d}" for d in ("nq", "trivia", "squad")] for m in ("dpr", "dcsr")}  # Table 2 Single
 MULTI = ["dpr-multi", "dcsr-multi"]                                                      # Table 2 Multi
 HARD = ["dpr-nq-dprhard", "dcsr-nq-dprhard", "dcsr-nq-dcsrhard", "dcsr-trivia-dcsrhard"]  # Tables 3, 5
+RECIPE = ["dpr-nq-dprhard-recipe"]  # Table 3: DPR's own recipe, NQ + the adversarial file
 SAMPLING = [f"dcsr-{d}-bm25x{n}" for n in (1, 2) for d in ("nq", "trivia", "squad")]     # Table 4
 DPR_PRIOR = [f"att-dpr-{d}" for d in DATASETS]                                           # attribution, DPR
 DCSR_PRIOR = [f"dcsr-{d}" for d in DATASETS]                                             # attribution, DCSR
 SWEEP = [f"att-dpr-{d}-{p}pct" for d in ("nq", "trivia", "squad") for p in (10, 25, 40, 55, 70, 85)]
-MODELS = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + HARD + SAMPLING + DPR_PRIOR + DCSR_PRIOR + SWEEP)
+MODELS = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + HARD + RECIPE + SAMPLING + DPR_PRIOR + DCSR_PRIOR + SWEEP)
 
 # (passage encoder, corpus) pairs: the shard jobs of each pair are its corpus's shards
-ON_WIKI = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + ["dpr-nq-dprhard", "dcsr-nq-dcsrhard", "dcsr-trivia-dcsrhard"]
+ON_WIKI = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + ["dpr-nq-dprhard", "dcsr-nq-dcsrhard", "dcsr-trivia-dcsrhard"] + RECIPE
               + DPR_PRIOR + DCSR_PRIOR + SWEEP)                      # Tables 2, 3, 7 (21M), 8; attribution
 ON_1OF20 = set(SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING + HARD)     # Tables 4, 5, 6
 ON_FIRST = {"dpr-nq", "dpr-trivia", "dcsr-nq", "dcsr-trivia"}        # Table 7, each of the two first-N corpora
@@ -37,7 +38,8 @@ def expected_runs():
     100% family on its dataset, both ways, and its index with every test set's own question encoder)."""
     t2 = {(m, m, d) for fam in SINGLE.values() for m, d in zip(fam, ("nq", "trivia", "squad"))}
     t2 |= {(m, m, d) for m in MULTI for d in ("nq", "trivia", "squad")}
-    t3 = {("dpr-nq-dprhard",) * 2 + ("nq",), ("dcsr-nq-dcsrhard",) * 2 + ("nq",), ("dcsr-trivia-dcsrhard",) * 2 + ("trivia",)}
+    t3 = {("dpr-nq-dprhard",) * 2 + ("nq",), ("dcsr-nq-dcsrhard",) * 2 + ("nq",), ("dcsr-trivia-dcsrhard",) * 2 + ("trivia",),
+          ("dpr-nq-dprhard-recipe",) * 2 + ("nq",)}
     t4 = {(m, m, f"{m.split('-')[1]}-1of20") for m in SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING}
     t5 = {(m, m, f"{m.split('-')[1]}-1of20") for m in HARD + ["dpr-nq", "dpr-trivia"]}
     t6 = {(m, m, "trivia-1of20") for m in SINGLE["dpr"] + SINGLE["dcsr"]}
@@ -60,18 +62,18 @@ def check_counts(counts, shards):
     assert counts["download_resource"] == 17  # the corpus, 5 x (train, dev), NQ adv-hn, 5 test sets
     assert counts["subset_corpus"] == 3 and counts["split_sentences"] == 4
     assert counts["passage_store"] == 4  # one per corpus: runs are scored from it (wiki, 1/20, first 0.1M, 1.05M)
-    assert counts["train_biencoder"] == len(MODELS) == 43
+    assert counts["train_biencoder"] == len(MODELS) == 44
     assert counts["embed_questions"] == len(MODELS)  # every model is some table's or pair's question encoder
-    assert counts["merge_training_sets"] == len(MULTI)
+    assert counts["merge_training_sets"] == len(MULTI + RECIPE)
     assert counts["mine_dense_negatives"] == 2  # DCSR-hard: dcsr-nq and dcsr-trivia mine their own training sets
     assert counts["sample_training_set"] == len(SWEEP)
     assert counts["make_dev_questions"] == 1  # SQuAD dev as a test set (Table 8)
     assert counts["search_bm25"] == counts["evaluate_topk"] == 5  # BM25 on the 5 test sets (Table 2, attribution)
-    assert counts["merge_runs"] == len(expected_runs()) == 544
+    assert counts["merge_runs"] == len(expected_runs()) == 545
     for rule in ("embed_shard", "index_shard", "search_shard"):
         assert counts[rule] == shard_jobs(*shards), rule
     assert counts["make_table"] == 7  # DCSR Tables 2-8
-    assert counts["plot_validation"] == 7  # every training set: 5 datasets, nq-advhn, nq+trivia+squad
+    assert counts["plot_validation"] == 8  # every training set: 5 datasets, nq-advhn, nq+trivia+squad, nq+nq-advhn
     for rule in ("make_table1", "make_appendix_b", "make_coverage_table", "collect_pair_matrix",
                  "make_attribution_table2", "make_attribution_table4", "plot_data_efficiency", "compare_families"):
         assert counts[rule] == 1, rule
