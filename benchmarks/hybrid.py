@@ -37,7 +37,7 @@ def main() -> None:
         pair = Path(cell.qmodel) / cell.pmodel / f"{cell.dataset}.questions.jsonl"
         return metrics / f"hybrid-{fusion}" / pair if fusion else metrics / pair
 
-    print(f"| hybrid | test set | against | k | hybrid | other | difference [95% CI] | only other / only hybrid | p |")
+    print("| hybrid | test set | against | k | hybrid | other | difference [95% CI] | only other / only hybrid | p |")
     print("|---|---|---|---|---|---|---|---|---|")
     for cell in table_cells(table):
         if not cell.fusion:

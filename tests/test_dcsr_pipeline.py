@@ -14,7 +14,7 @@ from dcsr.retrieval.index import index_shard, search_shard
 from dcsr.training.methods import builder_class
 from dcsr.models.biencoder import build_biencoder, load_biencoder
 from dcsr.training.sentence_samples import SentenceSampleBuilder
-from dcsr.models.markers import encode_passage_with_markers, tokenize_marked_questions, tokenize_sentence_passages
+from dcsr.models.markers import tokenize_marked_questions, tokenize_sentence_passages
 from dcsr.retrieval.hasans import hasans_topk, merge_sentence_hits, sentence_search_depth
 from dcsr.data.sentences import split_corpus
 from dcsr.training.loop import SampleBuilder, train, validate_settings

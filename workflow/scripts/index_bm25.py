@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from dcsr.retrieval.bm25 import build_index

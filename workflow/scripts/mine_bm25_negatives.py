@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 from dcsr.retrieval.bm25 import B, K1, mine_hard_negatives

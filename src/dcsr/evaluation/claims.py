@@ -15,14 +15,14 @@ else **inconclusive at this scale**.
 from __future__ import annotations
 
 import csv
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dcsr.errors import InputError, at
+from dcsr.errors import InputError
+from dcsr.evaluation.question_results import read_question_results
 from dcsr.fsutil import atomic_open
 
 ALPHA = 0.05
@@ -31,18 +31,7 @@ RESAMPLES = 10000
 
 def hits_at(questions_jsonl: str | os.PathLike, k: int) -> dict[int, bool]:
     """``{qid: answered within the top k}`` of a run's per-question results."""
-    out = {}
-    with open(questions_jsonl, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                first = rec["first_hit"]
-                out[int(rec["qid"])] = first is not None and int(first) <= k
-            except (ValueError, KeyError, TypeError) as e:
-                raise InputError(at(questions_jsonl, n), f"not a per-question result ({e})")
-    return out
+    return read_question_results(questions_jsonl, lambda rec: rec["first_hit"] is not None and int(rec["first_hit"]) <= k)
 
 
 @dataclass(frozen=True)

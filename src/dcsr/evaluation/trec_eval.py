@@ -26,7 +26,6 @@ parses the same files, which is what a reader compares our numbers with.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Iterable, Mapping, Sequence
 
@@ -43,17 +42,11 @@ GOLD_MEASURES = ("RR@10", "nDCG@10", "R@20", "R@100")
 def answer_match_qrels(questions_jsonl: str | os.PathLike) -> Qrels:
     """Judgments of every passage a run retrieved (its per-question results, ``*.questions.jsonl``):
     1 when it holds an answer, else 0."""
-    qrels: Qrels = {}
-    with open(questions_jsonl, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                qrels[str(rec["qid"])] = {str(pid): int(bool(flag)) for pid, flag in zip(rec["hits"], rec["has_answer"])}
-            except (ValueError, KeyError, TypeError) as e:
-                raise InputError(at(questions_jsonl, n), f"not a per-question result ({e})")
-    return qrels
+    from dcsr.evaluation.question_results import read_question_results
+
+    judged = read_question_results(questions_jsonl, lambda rec: {str(pid): int(bool(flag)) for pid, flag in
+                                                                 zip(rec["hits"], rec["has_answer"])})
+    return {str(q): docs for q, docs in judged.items()}
 
 
 def gold_qrels(records: Iterable[Mapping]) -> Qrels:

@@ -16,7 +16,6 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import Any
 
 from dcsr.attribution.analysis import percent_label, sweep_model_name
 from dcsr.errors import InputError

@@ -31,8 +31,6 @@ from collections import deque
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import numpy as np
-
 from dcsr.errors import InputError
 from dcsr.data.formats import iter_passages, output_folder
 from dcsr.fsutil import atomic_path
