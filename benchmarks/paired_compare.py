@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from math import comb
+
+from scipy.stats import binomtest
 
 
 def first_hits(path: str) -> dict[int, int | None]:
@@ -24,12 +25,10 @@ def first_hits(path: str) -> dict[int, int | None]:
 
 
 def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact binomial p-value of ``wins`` against ``losses`` under p = 1/2."""
+    """Two-sided exact binomial p-value of ``wins`` against ``losses`` under p = 1/2
+    (``scipy.stats.binomtest``, as the claims ledger's sign test); 1 when there are none."""
     n = wins + losses
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, i) for i in range(0, min(wins, losses) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    return float(binomtest(wins, n, 0.5).pvalue) if n else 1.0
 
 
 def compare(a: dict, b: dict, k: int) -> tuple[int, int, float]:

@@ -111,3 +111,41 @@ def test_seeds_train_a_model_several_times():
     cfg["models"]["plain"]["seeds"] = 2
     with pytest.raises(InputError, match="config: models.plain.seeds: an untrained model has nothing to seed"):
         seed_replicas(cfg)
+
+
+# Exact two-sided sign tests worked by hand: 2 * P(X <= min(wins, losses)) for X ~ Bin(n, 1/2),
+# capped at 1. (wins, losses) -> p.
+HAND_SIGN_TESTS = [
+    ((3, 1), 2 * (1 + 4) / 16),                 # 0.625
+    ((0, 5), 2 * 1 / 32),                       # 0.0625
+    ((10, 0), 2 * 1 / 1024),                    # 0.001953125
+    ((7, 3), 2 * (1 + 10 + 45 + 120) / 1024),   # 0.34375
+    ((2, 2), 1.0),                              # 2 * 11/16 > 1
+    ((0, 1), 1.0),
+    ((0, 0), 1.0),                              # no discordant question: nothing to test
+]
+
+
+def _paired_compare():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "paired_compare.py"
+    spec = importlib.util.spec_from_file_location("paired_compare", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("wins_losses, p", HAND_SIGN_TESTS)
+def test_sign_test_p_values_by_hand(wins_losses, p):
+    """The claims ledger and benchmarks/paired_compare.py both take the sign test from
+    scipy.stats.binomtest; both give the hand-worked p-values (the benchmark's former
+    hand-written sum of binomial coefficients gave the same to 1e-14 for all n <= 240)."""
+    wins, losses = wins_losses
+    assert _paired_compare().sign_test(wins, losses) == pytest.approx(p, rel=1e-12)
+    assert _paired_compare().sign_test(losses, wins) == pytest.approx(p, rel=1e-12)
+    # compare_paired: `wins` questions only the method answers, `losses` only the baseline, one both.
+    base = [0] * wins + [1] * losses + [1]
+    method = [1] * wins + [0] * losses + [1]
+    assert compare_paired(base, method).p_value == pytest.approx(p, rel=1e-12)

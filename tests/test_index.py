@@ -92,3 +92,24 @@ def test_factory_string_and_bad_factory():
     assert index.ntotal == 300
     with pytest.raises(InputError, match="index.factory"):
         build_index(x, "NotAnIndex42")
+
+
+def test_search_shows_a_bar_on_stderr_and_the_same_hits_without_it(tmp_path, capsys):
+    """search_shard_many: a tqdm bar over the query batches on stderr (as embedding has), and
+    hits identical with the bar and without it; nothing on stdout."""
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "v.npy", rng.normal(size=(50, 8)).astype(np.float32))
+    np.save(tmp_path / "i.npy", np.arange(50, dtype=np.int64))
+    q = tmp_path / "enc" / "test.npy"
+    q.parent.mkdir()
+    np.save(q, rng.normal(size=(10, 8)).astype(np.float32))
+    index_shard(tmp_path / "v.npy", tmp_path / "s.faiss")
+    search_shard_many(tmp_path / "s.faiss", tmp_path / "i.npy", [(q, tmp_path / "a.npz")], 5, False, batch_size=4)
+    out, err = capsys.readouterr()
+    assert out == "" and "search enc/test.npy" in err and "10/10" in err
+    search_shard_many(tmp_path / "s.faiss", tmp_path / "i.npy", [(q, tmp_path / "b.npz")], 5, False, batch_size=4,
+                      progress=False)
+    assert capsys.readouterr() == ("", "")
+    a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
+    np.testing.assert_array_equal(a["ids"], b["ids"])
+    np.testing.assert_array_equal(a["scores"], b["scores"])

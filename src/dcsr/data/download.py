@@ -20,6 +20,8 @@ was received; ``sha256``: the configured checksum matched), or ``false`` with a 
 written before it existed have neither). Concurrent jobs share the lock file: each update re-reads
 it under an ``fcntl`` lock and rewrites it atomically. Files are fsynced before they are renamed
 into place.
+
+Hand-written on urllib: pooch has no Range resume, shared sha256 lock or file:// URLs, and requests no file:// URLs.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
@@ -104,22 +105,25 @@ def index_shard(vectors_npy: str | os.PathLike, out_index: str | os.PathLike, fa
 
 
 def search_shard(index_path: str | os.PathLike, ids_npy: str | os.PathLike, queries_npy: str | os.PathLike,
-                 out_npz: str | os.PathLike, k: int, use_gpu: bool | str = "auto", batch_size: int = 4096) -> dict:
+                 out_npz: str | os.PathLike, k: int, use_gpu: bool | str = "auto", batch_size: int = 4096,
+                 progress: bool = True) -> dict:
     """Top-``k`` of every query in one shard. Writes ``scores`` ``[Q, k]`` (float32) and
     ``ids`` ``[Q, k]`` (int64 passage ids; -1 where the shard has fewer than ``k`` vectors)."""
-    return search_shard_many(index_path, ids_npy, [(queries_npy, out_npz)], k, use_gpu, batch_size)[0]
+    return search_shard_many(index_path, ids_npy, [(queries_npy, out_npz)], k, use_gpu, batch_size, progress)[0]
 
 
 def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
                       searches: Sequence[tuple[str | os.PathLike, str | os.PathLike]], k: int,
-                      use_gpu: bool | str = "auto", batch_size: int = 4096) -> list[dict]:
+                      use_gpu: bool | str = "auto", batch_size: int = 4096, progress: bool = True) -> list[dict]:
     """:func:`search_shard` for several ``(queries .npy, output .npz)`` pairs, loading the shard
     index once: every question encoder and test set searched against one passage encoder's
-    shard (at 21M passages, reading a shard index costs far more than searching it)."""
+    shard (at 21M passages, reading a shard index costs far more than searching it). With
+    ``progress``, a tqdm bar per question set on stderr advances once per query batch."""
     index = read_index(index_path, use_gpu=use_gpu)
     ids = load_npy(ids_npy, ndim=1)
     check_ids(ids, ids_npy, index, index_path)
-    return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size) for queries_npy, out_npz in searches]
+    return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size, progress)
+            for queries_npy, out_npz in searches]
 
 
 def check_ids(ids: np.ndarray, ids_npy, index, index_path) -> None:
@@ -130,29 +134,37 @@ def check_ids(ids: np.ndarray, ids_npy, index, index_path) -> None:
 
 
 def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int = 4096,
-                 where: str = "queries") -> tuple[np.ndarray, np.ndarray]:
+                 where: str = "queries", progress: bool = False, desc: str = "search") -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` of every query ``q [Q, d]`` in one loaded shard index: ``(scores [Q, k] float32,
     ids [Q, k] int64)``, ``ids`` mapping the index's rows (-1 and -inf where the shard has
-    fewer than ``k`` vectors). ``where`` names the queries in errors."""
+    fewer than ``k`` vectors). ``where`` names the queries in errors; with ``progress`` a tqdm
+    bar (stderr, ``desc``) counts the questions searched, one update per batch. Off by default:
+    callers that batch themselves (dcsr.retrieval.mining) keep their own bar."""
     q = np.ascontiguousarray(q, dtype=np.float32)
     if q.ndim != 2 or (len(q) and index.ntotal and q.shape[1] != index.d):
         raise InputError(where, f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
     kk = min(k, max(int(index.ntotal), 1))
     scores = np.full((len(q), k), -np.inf, dtype=np.float32)
     rows = np.full((len(q), k), -1, dtype=np.int64)
+    bar = tqdm(total=len(q), desc=desc, unit=" questions", disable=not progress, mininterval=2.0)
     for i in range(0, len(q), batch_size):
         if index.ntotal == 0:
             break
         s, r = index.search(q[i : i + batch_size], kk)
         scores[i : i + batch_size, :kk] = s
         rows[i : i + batch_size, :kk] = r
+        bar.update(len(s))
+    bar.close()
     hit_ids = np.where(rows >= 0, ids[np.clip(rows, 0, None)] if len(ids) else -1, -1)
     return scores, hit_ids.astype(np.int64)
 
 
-def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int) -> dict:
+def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int,
+                   progress: bool = True) -> dict:
     q = load_npy(queries_npy)
-    scores, hit_ids = search_index(index, ids, q, k, batch_size, where=str(queries_npy))
+    name = Path(queries_npy)
+    scores, hit_ids = search_index(index, ids, q, k, batch_size, where=str(queries_npy), progress=progress,
+                                   desc=f"search {name.parent.name}/{name.name}")
     with atomic_path(out_npz, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64))
