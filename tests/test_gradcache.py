@@ -2,8 +2,6 @@
 
 import contextlib
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -14,7 +12,7 @@ from dcsr.training.gradcache import chunk_bounds, chunk_rows, grad_cache_step
 from dcsr.training.loop import SampleBuilder, nll_loss, sample_rng, train, validate_settings
 from dcsr.training.sentence_samples import SentenceSampleBuilder
 
-from test_train import SMALL, _env, _log, make_records
+from test_train import SMALL, _log, make_records, train_in_two_processes
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one intra-op thread
 
@@ -233,14 +231,8 @@ def test_two_processes_with_grad_cache_match_one(tmp_path, repo, tiny_bert):
     train_json.write_text(json.dumps(make_records(32)))
     dev_json.write_text(json.dumps(make_records(16)))
     settings = {**SMALL, "max_steps": 3, "amp": "off", "val_av_rank_max_qs": 4, "val_max_qs": 4}
-    two = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(repo / "workflow/scripts/train_biencoder.py"), "--train", str(train_json), "--dev", str(dev_json),
-         "--init", str(tiny_bert), "--output", str(tmp_path / "two"), "--checkpoint-dir", str(tmp_path / "ck2"),
-         "--settings", json.dumps({**settings, "grad_cache_chunk": 3})],
-        env=_env(), capture_output=True, text=True, timeout=300)
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert "2 process(es)" in two.stderr
+    train_in_two_processes(repo, tiny_bert, train_json, dev_json, tmp_path / "two", tmp_path / "ck2",
+                           {**settings, "grad_cache_chunk": 3})
     train({**settings, "batch_size": 8}, train_json, dev_json, str(tiny_bert), tmp_path / "one", tmp_path / "ck1",
           log=lambda m: None)
     loss_two = [r["loss"] for r in _log(tmp_path / "two" / "train_log.jsonl")]

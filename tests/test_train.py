@@ -328,18 +328,24 @@ def test_changed_training_data_is_not_resumed(tmp_path, tiny_bert, data):
     assert cache["sha256"] == new_sha and cache["stamp"]["size"] == train_json.stat().st_size
 
 
-def test_two_processes_match_one(tmp_path, repo, tiny_bert, data):
-    train_json, dev_json = data
-    settings = {**SMALL, "epochs": 2, "max_steps": 6}
-    # Two processes with batch_size 4 ...
+def train_in_two_processes(repo, tiny_bert, train_json, dev_json, output, checkpoint_dir, settings):
+    """The training script under torchrun with two processes (gloo on CPU); it must succeed."""
     two = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          str(repo / "workflow/scripts/train_biencoder.py"), "--train", str(train_json), "--dev", str(dev_json),
-         "--init", str(tiny_bert), "--output", str(tmp_path / "two"), "--checkpoint-dir", str(tmp_path / "ck2"),
+         "--init", str(tiny_bert), "--output", str(output), "--checkpoint-dir", str(checkpoint_dir),
          "--settings", json.dumps(settings)],
         env=_env(), capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "2 process(es)" in two.stderr
+    return two
+
+
+def test_two_processes_match_one(tmp_path, repo, tiny_bert, data):
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 2, "max_steps": 6}
+    # Two processes with batch_size 4 ...
+    train_in_two_processes(repo, tiny_bert, train_json, dev_json, tmp_path / "two", tmp_path / "ck2", settings)
     # ... train like one process with batch_size 8.
     train({**settings, "batch_size": 8}, train_json, dev_json, str(tiny_bert), tmp_path / "one", tmp_path / "ck1",
           log=lambda m: None)

@@ -37,13 +37,13 @@ def test_measures_by_hand(tmp_path):
     write_trec(tmp_path / "r.trec", RUN, tag="t")
     qrels = {"0": {"5": 1, "7": 0, "9": 1}, "1": {"3": 0, "4": 0}, "2": {"8": 1}}
     # question 0: first relevant at rank 2 -> RR 1/2; question 1: none -> 0; question 2: no hits -> 0
-    got = measure_run(tmp_path / "r.trec", qrels, ["RR@10", "R@2"], questions=3)
+    got = measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10", "R@2"], questions=3)
     assert got["RR@10"] == pytest.approx(100 * (0.5 + 0 + 0) / 3)
     assert got["R@2"] == pytest.approx(100 * (0.5 + 0 + 0) / 3)  # q0: 1 of its 2 relevant in the top 2
     # without the question count, the mean over the questions ir_measures reports: those of the
     # qrels, a judged question without hits counting 0; with it, unjudged questions count 0 too
-    assert measure_run(tmp_path / "r.trec", qrels, ["RR@10"])["RR@10"] == pytest.approx(100 * 0.5 / 3)
-    assert measure_run(tmp_path / "r.trec", qrels, ["RR@10"], questions=4)["RR@10"] == pytest.approx(100 * 0.5 / 4)
+    assert measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10"])["RR@10"] == pytest.approx(100 * 0.5 / 3)
+    assert measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10"], questions=4)["RR@10"] == pytest.approx(100 * 0.5 / 4)
 
 
 def test_answer_match_and_gold_qrels(tmp_path):

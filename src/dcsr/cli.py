@@ -1,9 +1,10 @@
-"""Shared plumbing of the workflow scripts: logging to stderr, and bad input reported as
-one ``error:`` line (exit status 2) instead of a traceback."""
+"""Shared plumbing of the workflow scripts: logging to stderr, bad input reported as one
+``error:`` line (exit status 2) instead of a traceback, and reading a value chosen on dev."""
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import sys
@@ -27,3 +28,13 @@ def script(main):
             sys.exit(2)
 
     return wrapper
+
+
+def chosen_value(path: str | os.PathLike, key: str) -> float:
+    """``key`` of a choice made on dev questions (choose_temperature's or choose_fusion_weight's
+    JSON) as a number; an :class:`InputError` naming the file when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return float(json.load(fh)[key])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(str(path), f"cannot read the chosen {key}: {e}")

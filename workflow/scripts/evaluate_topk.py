@@ -2,24 +2,16 @@
 import argparse
 
 from dcsr.cli import script
-from dcsr.evaluation.metrics import evaluate_run
+from dcsr.evaluation.metrics import add_scoring_arguments, score_from_arguments
 
 
 @script
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--run", required=True)
-    ap.add_argument("--questions", required=True, help="DPR qas TSV")
-    ap.add_argument("--corpus", required=True, help="DPR passage TSV, or its passage store (a directory: dcsr.data.passage_store)")
-    ap.add_argument("--metrics", required=True)
-    ap.add_argument("--per-question", default=None)
-    ap.add_argument("--ks", default="1,5,20,100")
-    ap.add_argument("--match", choices=["string", "regex"], default="string")
-    ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
-                                                 "its gold passages too")
+    add_scoring_arguments(ap)
     a = ap.parse_args()
-    ks = [int(k) for k in a.ks.split(",")]
-    evaluate_run(a.run, a.questions, a.corpus, a.metrics, a.per_question, ks=ks, match_type=a.match, gold_json=a.gold)
+    score_from_arguments(a, a.run)
 
 
 if __name__ == "__main__":

@@ -39,20 +39,40 @@ def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> 
     return {f"top{k}": (100.0 * sum(1 for r in ranks if r is not None and r <= k) / n if n else 0.0) for k in ks}
 
 
-def standard_measures(run_trec, run, flags, questions: int, gold_json=None) -> dict:
-    """``{"trec_eval": answer-match measures, "trec_eval_gold": gold measures}`` of a run (see
-    :func:`evaluate_run`), computed by ir_measures on the run file as trec_eval reads it."""
+def standard_measures(run, flags, questions: int, gold_json=None) -> dict:
+    """``{"trec_eval": answer-match measures, "trec_eval_gold": gold measures}`` of a run read by
+    :func:`read_trec` (see :func:`evaluate_run`), computed by ir_measures."""
     from dcsr.evaluation.trec_eval import ANSWER_MATCH_MEASURES, GOLD_MEASURES, gold_qrels, measure_run
 
     qrels = {str(q): {str(pid): int(f) for (pid, _), f in zip(run.get(q, []), flags[q])} for q in range(questions)}
-    out = {"trec_eval": {"qrels": "answer-match", **measure_run(run_trec, qrels, ANSWER_MATCH_MEASURES, questions)}}
+    out = {"trec_eval": {"qrels": "answer-match", **measure_run(run, qrels, ANSWER_MATCH_MEASURES, questions)}}
     if gold_json is not None:
         from dcsr.data.formats import iter_biencoder
 
         gold = gold_qrels(iter_biencoder(gold_json, require_positive=False))
         out["trec_eval_gold"] = {"qrels": f"gold passages of {os.path.basename(gold_json)}",
-                                 "judged_questions": len(gold), **measure_run(run_trec, gold, GOLD_MEASURES)}
+                                 "judged_questions": len(gold), **measure_run(run, gold, GOLD_MEASURES)}
     return out
+
+
+def add_scoring_arguments(ap, required: bool = True) -> None:
+    """The options of a script that scores a run with :func:`evaluate_run` (evaluate_topk,
+    merge_runs, fuse_runs); :func:`score_from_arguments` reads them back."""
+    ap.add_argument("--questions", required=required, help="DPR qas TSV of the run's questions")
+    ap.add_argument("--corpus", required=required,
+                    help="DPR passage TSV, or its passage store (a directory: dcsr.data.passage_store)")
+    ap.add_argument("--metrics", required=required, help="the run's top-k answer recall (JSON)")
+    ap.add_argument("--per-question", default=None, help="and every question's hits (JSONL)")
+    ap.add_argument("--ks", default="1,5,20,100")
+    ap.add_argument("--match", choices=["string", "regex"], default="string")
+    ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
+                                                 "its gold passages too")
+
+
+def score_from_arguments(a, run_trec: str | os.PathLike, about: dict | None = None) -> dict:
+    """:func:`evaluate_run` of ``run_trec`` with the options of :func:`add_scoring_arguments`."""
+    return evaluate_run(run_trec, a.questions, a.corpus, a.metrics, a.per_question,
+                        ks=[int(k) for k in a.ks.split(",")], match_type=a.match, about=about, gold_json=a.gold)
 
 
 def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
@@ -95,7 +115,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
-    metrics.update(standard_measures(run_trec, run, flags, len(qas), gold_json))
+    metrics.update(standard_measures(run, flags, len(qas), gold_json))
     with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
         json.dump(metrics, fh, indent=2)
         fh.write("\n")

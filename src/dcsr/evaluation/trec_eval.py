@@ -89,25 +89,22 @@ def _numeric_first(qid: str):
     return (0, int(qid), "") if qid.lstrip("-").isdigit() else (1, 0, qid)
 
 
-def measure_run(run_trec: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]], measures: Sequence[str],
-                questions: int | None = None) -> dict[str, float]:
-    """``{measure: mean}`` (in %) of a TREC run file against ``qrels``, computed by ir_measures
-    (pytrec_eval) on the run as trec_eval reads it. With ``questions`` the mean is over that many
+def measure_run(run: Mapping[int, Sequence[tuple[int, float]]], qrels: Mapping[str, Mapping[str, int]],
+                measures: Sequence[str], questions: int | None = None) -> dict[str, float]:
+    """``{measure: mean}`` (in %) of a run (``{qid: [(pid, score), ...]}``, as
+    :func:`dcsr.data.runs.read_trec` reads a TREC file, skipping the ``# no hits`` comments that
+    trec_eval's own reader would reject) against ``qrels``, computed by ir_measures (pytrec_eval),
+    which ranks by score as trec_eval does. With ``questions`` the mean is over that many
     questions, one the qrels do not judge counting 0 (trec_eval ``-c``); else over the questions
     ir_measures reports (those of the qrels)."""
     import ir_measures
 
-    from dcsr.data.runs import read_trec
-
     parsed = [ir_measures.parse_measure(m) for m in measures]
-    # our reader, as trec_eval reads the file (by score), but skipping the '# no hits' comments that
-    # trec_eval's own reader would reject
-    run = [ir_measures.ScoredDoc(str(q), str(pid), score) for q, hits in read_trec(run_trec).items()
-           for pid, score in hits]
+    scored = [ir_measures.ScoredDoc(str(q), str(pid), score) for q, hits in run.items() for pid, score in hits]
     judged = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
     totals = {m: 0.0 for m in parsed}
     seen: dict = {m: set() for m in parsed}
-    for metric in ir_measures.iter_calc(parsed, judged, run):
+    for metric in ir_measures.iter_calc(parsed, judged, scored):
         totals[metric.measure] += metric.value
         seen[metric.measure].add(metric.query_id)
     out = {}
