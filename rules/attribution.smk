@@ -16,6 +16,7 @@ rule sample_training_set:
         bench_path("sample_training_set", "{dataset}/{percent}")
     params:
         script=f"{SCRIPTS}/sample_training_set.py",
+        code=plan.code_version("sample_training_set.py"),
         fraction=lambda wc: fraction_of(wc.percent),
         seed=plan.attribution().get("sweep", {}).get("seed", config["seed"]),
     threads: 1
@@ -25,8 +26,8 @@ rule sample_training_set:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --train {input} --fraction {params.fraction} --seed {params.seed}"
-        " --output {output} 2> {log}"
+        "python {params.script:q} --train {input:q} --fraction {params.fraction:q} --seed {params.seed:q}"
+        " --output {output:q} 2> {log:q}"
 
 
 rule collect_pair_matrix:
@@ -42,10 +43,11 @@ rule collect_pair_matrix:
         bench_path("collect_pair_matrix", "pair_matrix")
     params:
         script=f"{SCRIPTS}/collect_pair_matrix.py",
-        cells=lambda wc: " ".join(
-            f"--cell {q} {p} {t} {shlex.quote(METRICS.format(corpus=plan.corpus_of(t), qmodel=q, pmodel=p, dataset=t))}"
-            for q, p, t in plan.attribution_cells()
-        ),
+        code=plan.code_version("collect_pair_matrix.py"),
+        cells=lambda wc: [
+            a for q, p, t in plan.attribution_cells()
+            for a in ("--cell", q, p, t, METRICS.format(corpus=plan.corpus_of(t), qmodel=q, pmodel=p, dataset=t))
+        ],
     threads: 1
     resources:
         mem_mb=plan.resources_for("collect_pair_matrix", "mem_mb"),
@@ -53,7 +55,7 @@ rule collect_pair_matrix:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.cells} --output {output} 2> {log}"
+        "python {params.script:q} {params.cells:q} --output {output:q} 2> {log:q}"
 
 
 # The report rules share one script (a subcommand each) and the spec built from the config
@@ -72,6 +74,7 @@ rule make_attribution_table2:
         bench_path("make_attribution_table2", "table2")
     params:
         script=ATTRIBUTION_REPORT,
+        code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
         table="table2",
     threads: 1
@@ -81,8 +84,8 @@ rule make_attribution_table2:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.table} --spec {params.spec} --matrix {input.matrix} --paper {input.paper}"
-        " --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} {params.table:q} --spec {params.spec:q} --matrix {input.matrix:q} --paper {input.paper:q}"
+        " --csv {output.csv:q} --md {output.md:q} 2> {log:q}"
 
 
 rule plot_marginalization:
@@ -102,6 +105,7 @@ rule plot_marginalization:
         bench_path("plot_marginalization", "{family}")
     params:
         script=ATTRIBUTION_REPORT,
+        code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
     threads: 1
     resources:
@@ -110,9 +114,9 @@ rule plot_marginalization:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} marginals --family {wildcards.family} --spec {params.spec} --matrix {input.matrix}"
-        " --csv {output.csv} --md {output.md} --png {output.png} --heatmap-png {output.heatmap_png}"
-        " --heatmap-csv {output.heatmap_csv} 2> {log}"
+        "python {params.script:q} marginals --family {wildcards.family:q} --spec {params.spec:q} --matrix {input.matrix:q}"
+        " --csv {output.csv:q} --md {output.md:q} --png {output.png:q} --heatmap-png {output.heatmap_png:q}"
+        " --heatmap-csv {output.heatmap_csv:q} 2> {log:q}"
 
 
 rule plot_data_efficiency:
@@ -127,6 +131,7 @@ rule plot_data_efficiency:
         bench_path("plot_data_efficiency", "figure3")
     params:
         script=ATTRIBUTION_REPORT,
+        code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
     threads: 1
     resources:
@@ -135,8 +140,8 @@ rule plot_data_efficiency:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} sweep --spec {params.spec} --matrix {input.matrix}"
-        " --csv {output.csv} --png {output.png} 2> {log}"
+        "python {params.script:q} sweep --spec {params.spec:q} --matrix {input.matrix:q}"
+        " --csv {output.csv:q} --png {output.png:q} 2> {log:q}"
 
 
 use rule make_attribution_table2 as make_attribution_table4 with:
@@ -149,6 +154,7 @@ use rule make_attribution_table2 as make_attribution_table4 with:
         bench_path("make_attribution_table4", "table4")
     params:
         script=ATTRIBUTION_REPORT,
+        code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
         table="table4",
     resources:
@@ -168,6 +174,7 @@ rule compare_families:
         bench_path("compare_families", "compare")
     params:
         script=ATTRIBUTION_REPORT,
+        code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
     threads: 1
     resources:
@@ -176,8 +183,8 @@ rule compare_families:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} compare --spec {params.spec} --matrix {input.matrix}"
-        " --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} compare --spec {params.spec:q} --matrix {input.matrix:q}"
+        " --csv {output.csv:q} --md {output.md:q} 2> {log:q}"
 
 
 rule make_attribution_table1:
@@ -193,11 +200,12 @@ rule make_attribution_table1:
         bench_path("make_attribution_table1", "table1")
     params:
         script=f"{SCRIPTS}/make_attribution_table1.py",
-        datasets=lambda wc: " ".join(
-            "--dataset " + " ".join(shlex.quote(str(v)) for v in (d, plan.dataset_cfg(d).get("paper_name") or "",
-                                                                  *(plan.dataset_file(d, s) for s in ("train", "dev", "test"))))
-            for d in plan.attribution_datasets()
-        ),
+        code=plan.code_version("make_attribution_table1.py"),
+        datasets=lambda wc: [
+            str(a) for d in plan.attribution_datasets()
+            for a in ("--dataset", d, plan.dataset_cfg(d).get("paper_name") or "-",
+                      *(plan.dataset_file(d, s) for s in ("train", "dev", "test")))
+        ],
     threads: 1
     resources:
         mem_mb=plan.resources_for("make_attribution_table1", "mem_mb"),
@@ -205,7 +213,7 @@ rule make_attribution_table1:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.datasets} --paper {input.paper} --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} {params.datasets:q} --paper {input.paper:q} --csv {output.csv:q} --md {output.md:q} 2> {log:q}"
 
 
 rule make_coverage_table:
@@ -223,10 +231,11 @@ rule make_coverage_table:
         bench_path("make_coverage_table", "table3")
     params:
         script=f"{SCRIPTS}/coverage_statistics.py",
-        entries=lambda wc: " ".join(f"--entry {d} {f!r} {shlex.quote(path)}" for d, f, path in plan.attribution_stats_entries()),
+        code=plan.code_version("coverage_statistics.py"),
+        entries=lambda wc: [a for d, f, path in plan.attribution_stats_entries() for a in ("--entry", d, repr(f), path)],
         alpha=plan.attribution().get("statistics", {}).get("alpha", 1.3),
         min_questions=plan.attribution().get("statistics", {}).get("min_questions", 2),
-        paper_names=lambda wc: shlex.quote(json.dumps({d: ds.get("paper_name") for d, ds in config["datasets"].items()})),
+        paper_names=lambda wc: json_arg({d: ds.get("paper_name") for d, ds in config["datasets"].items()}),
     threads: 1
     resources:
         mem_mb=plan.resources_for("make_coverage_table", "mem_mb"),
@@ -234,6 +243,6 @@ rule make_coverage_table:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.entries} --alpha {params.alpha} --min-questions {params.min_questions}"
-        " --paper-names {params.paper_names} --paper {input.paper} --csv {output.csv} --md {output.md}"
-        " --png {output.png} --figure-csv {output.figure_csv} 2> {log}"
+        "python {params.script:q} {params.entries:q} --alpha {params.alpha:q} --min-questions {params.min_questions:q}"
+        " --paper-names {params.paper_names:q} --paper {input.paper:q} --csv {output.csv:q} --md {output.md:q}"
+        " --png {output.png:q} --figure-csv {output.figure_csv:q} 2> {log:q}"

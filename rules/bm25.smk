@@ -13,6 +13,7 @@ rule index_bm25:
         bench_path("index_bm25", "{corpus}")
     params:
         script=f"{SCRIPTS}/index_bm25.py",
+        code=plan.code_version("index_bm25.py"),
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"]["threads"]
     resources:
@@ -21,7 +22,7 @@ rule index_bm25:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --corpus {input.corpus} --index {output} --threads {threads} --memory {params.heap} 2> {log}"
+        "python {params.script:q} --corpus {input.corpus:q} --index {output:q} --threads {threads:q} --memory {params.heap:q} 2> {log:q}"
 
 
 rule mine_bm25_negatives:
@@ -37,6 +38,7 @@ rule mine_bm25_negatives:
         bench_path("mine_bm25_negatives", "{dataset}")
     params:
         script=f"{SCRIPTS}/mine_bm25_negatives.py",
+        code=plan.code_version("mine_bm25_negatives.py"),
         negatives=config["bm25"]["negatives"],
         depth=config["bm25"]["depth"],
         k1=config["bm25"]["k1"],
@@ -50,10 +52,10 @@ rule mine_bm25_negatives:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --train {input.train} --corpus {input.corpus} --index {input.index}"
-        " --output {output} --negatives {params.negatives} --depth {params.depth}"
-        " --match-type {params.match} --k1 {params.k1} --b {params.b} --threads {threads}"
-        " --memory {params.heap} 2> {log}"
+        "python {params.script:q} --train {input.train:q} --corpus {input.corpus:q} --index {input.index:q}"
+        " --output {output:q} --negatives {params.negatives:q} --depth {params.depth:q}"
+        " --match-type {params.match:q} --k1 {params.k1:q} --b {params.b:q} --threads {threads:q}"
+        " --memory {params.heap:q} 2> {log:q}"
 
 
 rule search_bm25:
@@ -68,6 +70,7 @@ rule search_bm25:
         bench_path("search_bm25", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/search_bm25.py",
+        code=plan.code_version("search_bm25.py"),
         k=config["bm25"]["k"],
         k1=config["bm25"]["k1"],
         b=config["bm25"]["b"],
@@ -79,6 +82,6 @@ rule search_bm25:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --index {input.index} --questions {input.questions}"
-        " --output {output} --k {params.k} --k1 {params.k1} --b {params.b}"
-        " --threads {threads} --memory {params.heap} 2> {log}"
+        "python {params.script:q} --index {input.index:q} --questions {input.questions:q}"
+        " --output {output:q} --k {params.k:q} --k1 {params.k1:q} --b {params.b:q}"
+        " --threads {threads:q} --memory {params.heap:q} 2> {log:q}"

@@ -5,17 +5,23 @@ import json
 import shlex
 import sys
 
+import yaml
+
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution.analysis import fraction_of  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
-from dcsr.pipeline.config import train_datasets  # noqa: E402
+from dcsr.fsutil import ResultsLocked, lock_results  # noqa: E402
+from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
+from dcsr.pipeline.checks import check_integers  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
 validate(config, schema="../config/schema.yaml")
 try:
+    # what the schema cannot say: integers written as floats (13.0 passes JSON Schema)
+    check_integers(config, yaml.safe_load((Path(workflow.basedir) / "config" / "schema.yaml").read_text()))
     # the config's meaning (dcsr.pipeline.plan): datasets, models, runs, tables, paths, inputs
     plan = Plan(config, basedir=workflow.basedir)
 except InputError as e:
@@ -31,8 +37,26 @@ SCRIPTS = str(Path(workflow.basedir) / "workflow" / "scripts")
 from snakemake.settings.types import DeploymentMethod  # noqa: E402
 
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-_path = "" if USE_CONDA else f"export PATH={Path(sys.executable).parent}:$PATH; "
-shell.prefix(f"set -euo pipefail; {_path}export PYTHONPATH={Path(workflow.basedir) / 'src'}:${{{{PYTHONPATH:-}}}}; ")
+# The two folders are quoted (a checkout path may hold spaces or quotes) and their braces
+# doubled (Snakemake formats the prefix as it formats each command).
+def _shell_path(path):
+    return shlex.quote(str(path)).replace("{", "{{").replace("}", "}}")
+
+
+_path = "" if USE_CONDA else f"export PATH={_shell_path(Path(sys.executable).parent)}:\"$PATH\"; "
+shell.prefix(f"set -euo pipefail; {_path}export PYTHONPATH={_shell_path(Path(workflow.basedir) / 'src')}\"${{{{PYTHONPATH:+:$PYTHONPATH}}}}\"; ")
+
+
+# One run at a time writes a results folder, whichever directory it was started from (Snakemake
+# locks only its working directory); the lock is the process's until it ends.
+_RESULTS_LOCK = []
+
+
+onstart:
+    try:
+        _RESULTS_LOCK.append(lock_results(plan.results))
+    except ResultsLocked as e:
+        raise WorkflowError(str(e))
 
 
 wildcard_constraints:

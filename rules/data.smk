@@ -15,6 +15,7 @@ rule generate_corpus:
         bench_path("generate_corpus", "{corpus}")
     params:
         script=f"{SCRIPTS}/generate_demo_data.py",
+        code=plan.code_version("generate_demo_data.py"),
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
         seed=config["seed"],
     threads: 1
@@ -24,8 +25,8 @@ rule generate_corpus:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --seed {params.seed} --n-entities {params.n_entities}"
-        " --corpus-out {output} 2> {log}"
+        "python {params.script:q} --seed {params.seed:q} --n-entities {params.n_entities:q}"
+        " --corpus-out {output:q} 2> {log:q}"
 
 
 rule generate_dataset:
@@ -41,14 +42,15 @@ rule generate_dataset:
         bench_path("generate_dataset", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/generate_demo_data.py",
+        code=plan.code_version("generate_demo_data.py"),
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
         domain=lambda wc: plan.dataset_cfg(wc.dataset)["generated"],
         seed=config["seed"],
-        fractions=lambda wc: " ".join(
-            f"--{key.replace('_', '-')} {value}"
-            for key, value in config["corpora"][wc.corpus]["generate"].items()
+        fractions=lambda wc: [
+            a for key, value in config["corpora"][wc.corpus]["generate"].items()
             if key in ("dev_fraction", "test_fraction", "train_per_domain")
-        ),
+            for a in (f"--{key.replace('_', '-')}", str(value))
+        ],
     threads: 1
     resources:
         mem_mb=plan.resources_for("generate_dataset", "mem_mb"),
@@ -56,9 +58,9 @@ rule generate_dataset:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --seed {params.seed} --n-entities {params.n_entities}"
-        " {params.fractions} --domain {params.domain} --train-out {output.train} --dev-out {output.dev}"
-        " --test-out {output.test} 2> {log}"
+        "python {params.script:q} --seed {params.seed:q} --n-entities {params.n_entities:q}"
+        " {params.fractions:q} --domain {params.domain:q} --train-out {output.train:q} --dev-out {output.dev:q}"
+        " --test-out {output.test:q} 2> {log:q}"
 
 
 # A SQuAD corpus is built together with its one dataset, which carries the corpus's name
@@ -77,9 +79,10 @@ rule prepare_squad:
         bench_path("prepare_squad", "{corpus}")
     params:
         script=f"{SCRIPTS}/prepare_squad.py",
+        code=plan.code_version("prepare_squad.py"),
         args=lambda wc: plan.squad_args(wc.corpus),
         download_dir=f"{plan.results}/downloads/squad",
-        lock=shlex.quote(plan.downloads["lock"]),
+        lock=plan.downloads["lock"],
     threads: 1
     resources:
         mem_mb=plan.resources_for("prepare_squad", "mem_mb"),
@@ -87,9 +90,9 @@ rule prepare_squad:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.args} --download-dir {params.download_dir} --lock {params.lock}"
-        " --corpus-out {output.corpus} --train-out {output.train} --dev-out {output.dev}"
-        " --test-out {output.test} 2> {log}"
+        "python {params.script:q} {params.args:q} --download-dir {params.download_dir:q} --lock {params.lock:q}"
+        " --corpus-out {output.corpus:q} --train-out {output.train:q} --dev-out {output.dev:q}"
+        " --test-out {output.test:q} 2> {log:q}"
 
 
 # A SQuAD dataset of one group of articles (a "domain"), over the corpus of all articles. It
@@ -110,8 +113,9 @@ rule prepare_squad_dataset:
         bench_path("prepare_squad_dataset", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/prepare_squad.py",
+        code=plan.code_version("prepare_squad.py"),
         args=lambda wc: plan.squad_args(wc.corpus),
-        articles=lambda wc: shlex.quote(plan.dataset_cfg(wc.dataset)["squad"]["articles"]),
+        articles=lambda wc: plan.dataset_cfg(wc.dataset)["squad"]["articles"],
         download_dir=f"{plan.results}/downloads/squad",
     threads: 1
     resources:
@@ -120,8 +124,8 @@ rule prepare_squad_dataset:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} {params.args} --articles {params.articles} --download-dir {params.download_dir}"
-        " --train-out {output.train} --dev-out {output.dev} --test-out {output.test} 2> {log}"
+        "python {params.script:q} {params.args:q} --articles {params.articles:q} --download-dir {params.download_dir:q}"
+        " --train-out {output.train:q} --dev-out {output.dev:q} --test-out {output.test:q} 2> {log:q}"
 
 
 # A subset of another corpus (config: corpora.<name>.subset): its first N passages, or a
@@ -140,6 +144,7 @@ rule subset_corpus:
         bench_path("subset_corpus", "{corpus}")
     params:
         script=f"{SCRIPTS}/subset_corpus.py",
+        code=plan.code_version("subset_corpus.py"),
         how=lambda wc: plan.subset_args(wc.corpus),
     threads: 1
     resources:
@@ -148,7 +153,7 @@ rule subset_corpus:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --corpus {input} {params.how} --output {output} 2> {log}"
+        "python {params.script:q} --corpus {input:q} {params.how:q} --output {output:q} 2> {log:q}"
 
 
 # A dataset's dev questions as a qas TSV, the test set of its variants with `questions: dev`.
@@ -165,6 +170,7 @@ rule make_dev_questions:
         bench_path("make_dev_questions", "{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/make_dev_questions.py",
+        code=plan.code_version("make_dev_questions.py"),
     threads: 1
     resources:
         mem_mb=plan.resources_for("make_dev_questions", "mem_mb"),
@@ -172,4 +178,4 @@ rule make_dev_questions:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --dev {input} --output {output} 2> {log}"
+        "python {params.script:q} --dev {input:q} --output {output:q} 2> {log:q}"

@@ -16,8 +16,9 @@ rule download_resource:
         bench_path("download_resource", "{file}")
     params:
         script=f"{SCRIPTS}/download_resource.py",
+        code=plan.code_version("download_resource.py"),
         url=plan.download_url,
-        lock=shlex.quote(plan.downloads["lock"]),
+        lock=plan.downloads["lock"],
         retries=plan.downloads["retries"],
         timeout=plan.downloads["timeout"],
     threads: 1
@@ -27,5 +28,5 @@ rule download_resource:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --url {params.url} --out {output} --lock {params.lock}"
-        " --retries {params.retries} --timeout {params.timeout} 2> {log}"
+        "python {params.script:q} --url {params.url:q} --out {output:q} --lock {params.lock:q}"
+        " --retries {params.retries:q} --timeout {params.timeout:q} 2> {log:q}"

@@ -18,12 +18,13 @@ rule embed_shard:
         bench_path("embed_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/embed_shard.py",
+        code=plan.code_version("embed_shard.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         shards=lambda wc: len(plan.shards(wc.corpus)),
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"]["fp16"] else "",
         precision=config["embed"]["precision"],
-        sentences=lambda wc, input: f"--sentences {input.sentences}" if plan.is_dcsr(wc.pmodel) else "",
+        sentences=lambda wc, input: ["--sentences", input.sentences] if plan.is_dcsr(wc.pmodel) else [],
     threads: plan.threads_for("embed_shard", 2)
     resources:
         mem_mb=plan.resources_for("embed_shard", "mem_mb"),
@@ -32,10 +33,10 @@ rule embed_shard:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} --corpus {params.store} --shard {wildcards.shard}"
-        " --num-shards {params.shards} --batch-size {params.batch_size} {params.fp16} --precision {params.precision}"
-        " --vectors {output.vectors} --ids {output.ids} --sentence-numbers {output.sentence_numbers}"
-        " {params.sentences} 2> {log}"
+        "python {params.script:q} --model {input.model:q} --corpus {params.store:q} --shard {wildcards.shard:q}"
+        " --num-shards {params.shards:q} --batch-size {params.batch_size:q} {params.fp16:q} --precision {params.precision:q}"
+        " --vectors {output.vectors:q} --ids {output.ids:q} --sentence-numbers {output.sentence_numbers:q}"
+        " {params.sentences:q} 2> {log:q}"
 
 
 rule embed_questions:
@@ -51,6 +52,7 @@ rule embed_questions:
         bench_path("embed_questions", "{qmodel}")
     params:
         script=f"{SCRIPTS}/embed_questions.py",
+        code=plan.code_version("embed_questions.py"),
         sets=plan.embed_questions_args,
         precision=config["embed"]["precision"],
     threads: plan.threads_for("embed_questions", 2)
@@ -61,4 +63,4 @@ rule embed_questions:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} {params.sets} --precision {params.precision} 2> {log}"
+        "python {params.script:q} --model {input.model:q} {params.sets:q} --precision {params.precision:q} 2> {log:q}"

@@ -14,6 +14,7 @@ rule passage_store:
         bench_path("passage_store", "{corpus}")
     params:
         script=f"{SCRIPTS}/build_passage_store.py",
+        code=plan.code_version("build_passage_store.py"),
         store=lambda wc, output: str(Path(output.ids).parent),
     threads: 1
     resources:
@@ -22,7 +23,7 @@ rule passage_store:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --corpus {input.corpus} --output {params.store} 2> {log}"
+        "python {params.script:q} --corpus {input.corpus:q} --output {params.store:q} 2> {log:q}"
 
 
 # Top-k answer recall of the BM25 runs, with DPR's matching rules, per question kept. (Dense
@@ -46,6 +47,7 @@ rule evaluate_topk:
         bench_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/evaluate_topk.py",
+        code=plan.code_version("evaluate_topk.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
@@ -57,6 +59,6 @@ rule evaluate_topk:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --run {input.run} --questions {input.questions} --corpus {params.store}"
-        " --metrics {output.metrics} --per-question {output.questions} --ks {params.ks}"
-        " --match {params.match} {params.gold} 2> {log}"
+        "python {params.script:q} --run {input.run:q} --questions {input.questions:q} --corpus {params.store:q}"
+        " --metrics {output.metrics:q} --per-question {output.questions:q} --ks {params.ks:q}"
+        " --match {params.match:q} {params.gold:q} 2> {log:q}"

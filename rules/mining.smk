@@ -17,6 +17,7 @@ rule mine_dense_negatives:
         bench_path("mine_dense_negatives", "{model}/{dataset}")
     params:
         script=f"{SCRIPTS}/mine_dense_negatives.py",
+        code=plan.code_version("mine_dense_negatives.py"),
         shards=plan.mine_shard_args,
         negatives=config["mining"]["negatives"],
         depth=config["mining"]["depth"],
@@ -31,6 +32,6 @@ rule mine_dense_negatives:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} --train {input.train} --corpus {input.corpus}"
-        " {params.shards} --output {output} --negatives {params.negatives} --depth {params.depth}"
-        " --match-type {params.match} --batch-size {params.batch_size} --gpu {params.gpu} 2> {log}"
+        "python {params.script:q} --model {input.model:q} --train {input.train:q} --corpus {input.corpus:q}"
+        " {params.shards:q} --output {output:q} --negatives {params.negatives:q} --depth {params.depth:q}"
+        " --match-type {params.match:q} --batch-size {params.batch_size:q} --gpu {params.gpu:q} 2> {log:q}"

@@ -19,6 +19,7 @@ rule index_shard:
         bench_path("index_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/index_shard.py",
+        code=plan.code_version("index_shard.py"),
         factory=config["index"]["factory"],
         train_size=config["index"]["train_size"],
         seed=config["seed"],
@@ -29,8 +30,8 @@ rule index_shard:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --vectors {input.vectors} --index {output}"
-        " --factory '{params.factory}' --train-size {params.train_size} --seed {params.seed} 2> {log}"
+        "python {params.script:q} --vectors {input.vectors:q} --index {output:q}"
+        " --factory {params.factory:q} --train-size {params.train_size:q} --seed {params.seed:q} 2> {log:q}"
 
 
 rule search_shard:
@@ -46,6 +47,7 @@ rule search_shard:
         bench_path("search_shard", "{corpus}/{pmodel}/{shard}")
     params:
         script=f"{SCRIPTS}/search_shard.py",
+        code=plan.code_version("search_shard.py"),
         searches=plan.search_args,
         k=config["search"]["k"],
         gpu=str(config["index"]["gpu"]).lower(),
@@ -58,8 +60,8 @@ rule search_shard:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --index {input.index} --ids {input.ids} {params.searches}"
-        " --k {params.k} --gpu {params.gpu} {params.depth} 2> {log}"
+        "python {params.script:q} --index {input.index:q} --ids {input.ids:q} {params.searches:q}"
+        " --k {params.k:q} --gpu {params.gpu:q} {params.depth:q} 2> {log:q}"
 
 
 rule merge_runs:
@@ -78,6 +80,7 @@ rule merge_runs:
         bench_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/merge_runs.py",
+        code=plan.code_version("merge_runs.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         hits=plan.merge_hit_files,
         k=config["search"]["k"],
@@ -93,9 +96,9 @@ rule merge_runs:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --output {output.run} --k {params.k} --tag {params.tag} {params.hasans}"
-        " --questions {input.questions} --corpus {params.store} --metrics {output.metrics}"
-        " --per-question {output.questions} --ks {params.ks} --match {params.match} {params.gold} {params.hits} 2> {log}"
+        "python {params.script:q} --output {output.run:q} --k {params.k:q} --tag {params.tag:q} {params.hasans:q}"
+        " --questions {input.questions:q} --corpus {params.store:q} --metrics {output.metrics:q}"
+        " --per-question {output.questions:q} --ks {params.ks:q} --match {params.match:q} {params.gold:q} {params.hits:q} 2> {log:q}"
 
 
 # dcsr.temperature: dev: DCSR's HasAns temperature for one run, chosen on the dev questions of
@@ -114,6 +117,7 @@ rule choose_temperature:
         bench_path("choose_temperature", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/choose_temperature.py",
+        code=plan.code_version("choose_temperature.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         hits=plan.temperature_hit_files,
         k=config["search"]["k"],
@@ -126,8 +130,8 @@ rule choose_temperature:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --questions {input.questions} --corpus {params.store} --k {params.k}"
-        " --ks {params.ks} --match {params.match} --output {output} {params.hits} 2> {log}"
+        "python {params.script:q} --questions {input.questions:q} --corpus {params.store:q} --k {params.k:q}"
+        " --ks {params.ks:q} --match {params.match:q} --output {output:q} {params.hits:q} 2> {log:q}"
 
 
 # Hybrid rows (retriever: hybrid): BM25's run fused with a dense run (DPR Table 2's BM25 + DPR),
@@ -147,6 +151,7 @@ rule choose_fusion_weight:
         bench_path("choose_fusion_weight", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/choose_fusion_weight.py",
+        code=plan.code_version("choose_fusion_weight.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
@@ -157,8 +162,8 @@ rule choose_fusion_weight:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --bm25 {input.bm25} --dense {input.dense} --questions {input.questions}"
-        " --corpus {params.store} --ks {params.ks} --match {params.match} --output {output} 2> {log}"
+        "python {params.script:q} --bm25 {input.bm25:q} --dense {input.dense:q} --questions {input.questions:q}"
+        " --corpus {params.store:q} --ks {params.ks:q} --match {params.match:q} --output {output:q} 2> {log:q}"
 
 
 rule fuse_runs:
@@ -177,8 +182,9 @@ rule fuse_runs:
         bench_path("fuse_runs", "{corpus}/{fusion}/{qmodel}/{pmodel}/{dataset}")
     params:
         script=f"{SCRIPTS}/fuse_runs.py",
+        code=plan.code_version("fuse_runs.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
-        weight=lambda wc, input: f"--weight-file {input.weight}" if wc.fusion == "linear" else "",
+        weight=lambda wc, input: ["--weight-file", input.weight] if wc.fusion == "linear" else [],
         k=config["search"]["k"],
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
@@ -190,7 +196,7 @@ rule fuse_runs:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --bm25 {input.bm25} --dense {input.dense} --fusion {wildcards.fusion}"
-        " {params.weight} --k {params.k} --output {output.run} --questions {input.questions}"
-        " --corpus {params.store} --metrics {output.metrics} --per-question {output.questions}"
-        " --ks {params.ks} --match {params.match} {params.gold} 2> {log}"
+        "python {params.script:q} --bm25 {input.bm25:q} --dense {input.dense:q} --fusion {wildcards.fusion:q}"
+        " {params.weight:q} --k {params.k:q} --output {output.run:q} --questions {input.questions:q}"
+        " --corpus {params.store:q} --metrics {output.metrics:q} --per-question {output.questions:q}"
+        " --ks {params.ks:q} --match {params.match:q} {params.gold:q} 2> {log:q}"

@@ -13,6 +13,7 @@ rule split_sentences:
         bench_path("split_sentences", "{corpus}")
     params:
         script=f"{SCRIPTS}/split_sentences.py",
+        code=plan.code_version("split_sentences.py"),
     threads: 1
     resources:
         mem_mb=plan.resources_for("split_sentences", "mem_mb"),
@@ -20,5 +21,5 @@ rule split_sentences:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --corpus {input.corpus} --output {output.table}"
-        " --stats {output.stats} 2> {log}"
+        "python {params.script:q} --corpus {input.corpus:q} --output {output.table:q}"
+        " --stats {output.stats:q} 2> {log:q}"

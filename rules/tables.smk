@@ -16,7 +16,8 @@ rule make_table:
         bench_path("make_table", "{table}")
     params:
         script=f"{SCRIPTS}/make_table.py",
-        spec=lambda wc: shlex.quote(json.dumps(
+        code=plan.code_version("make_table.py"),
+        spec=lambda wc: (json_arg(
             {
                 "table": config["tables"][wc.table],
                 "ks": config["evaluate"]["ks"],
@@ -31,8 +32,8 @@ rule make_table:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --spec {params.spec} --paper {input.paper}"
-        " --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} --spec {params.spec:q} --paper {input.paper:q}"
+        " --csv {output.csv:q} --md {output.md:q} 2> {log:q}"
 
 
 rule make_table1:
@@ -48,7 +49,8 @@ rule make_table1:
         bench_path("make_table1", "table1")
     params:
         script=f"{SCRIPTS}/make_table1.py",
-        spec=lambda wc: shlex.quote(json.dumps(
+        code=plan.code_version("make_table1.py"),
+        spec=lambda wc: (json_arg(
             {
                 "rows": [
                     {"label": d, "train": plan.dataset_file(d, "train"), "paper_name": plan.dataset_cfg(d).get("paper_name")}
@@ -63,8 +65,8 @@ rule make_table1:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --spec {params.spec} --paper {input.paper}"
-        " --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} --spec {params.spec:q} --paper {input.paper:q}"
+        " --csv {output.csv:q} --md {output.md:q} 2> {log:q}"
 
 
 rule make_appendix_b:
@@ -81,7 +83,8 @@ rule make_appendix_b:
         bench_path("make_appendix_b", "appendix_b")
     params:
         script=f"{SCRIPTS}/make_appendix_b.py",
-        spec=lambda wc: shlex.quote(json.dumps(
+        code=plan.code_version("make_appendix_b.py"),
+        spec=lambda wc: (json_arg(
             {
                 "rows": [
                     {"label": d, "train": plan.dataset_file(d, "train"), "dev": plan.dataset_file(d, "dev"),
@@ -97,8 +100,8 @@ rule make_appendix_b:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --spec {params.spec} --paper {input.paper}"
-        " --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} --spec {params.spec:q} --paper {input.paper:q}"
+        " --csv {output.csv:q} --md {output.md:q} 2> {log:q}"
 
 
 # One figure per training set: a dataset, or several joined by '+' (a model trained on a list).
@@ -116,10 +119,11 @@ rule plot_validation:
         bench_path("plot_validation", "{dataset}")
     params:
         script=f"{SCRIPTS}/plot_validation.py",
-        spec=lambda wc: shlex.quote(json.dumps(
+        code=plan.code_version("plot_validation.py"),
+        spec=lambda wc: (json_arg(
             {"curves": [{"label": m, "model": MODEL_DIR.format(model=m)} for m in plan.models_trained_on(wc.dataset)]}
         )),
-        title=lambda wc: shlex.quote(f"In-batch dev accuracy after each epoch, trained on {wc.dataset}"),
+        title=lambda wc: f"In-batch dev accuracy after each epoch, trained on {wc.dataset}",
     threads: 1
     resources:
         mem_mb=plan.resources_for("plot_validation", "mem_mb"),
@@ -127,8 +131,8 @@ rule plot_validation:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --spec {params.spec} --title {params.title}"
-        " --png {output.png} --csv {output.csv} 2> {log}"
+        "python {params.script:q} --spec {params.spec:q} --title {params.title:q}"
+        " --png {output.png:q} --csv {output.csv:q} 2> {log:q}"
 
 
 # The claims ledger: each claim of the config (claims:) as a paired comparison of two runs
@@ -145,7 +149,8 @@ rule claims_ledger:
         bench_path("claims_ledger", "claims")
     params:
         script=f"{SCRIPTS}/make_claims.py",
-        spec=lambda wc: shlex.quote(json.dumps({"claims": plan.claims_spec(), "seed": config["seed"]})),
+        code=plan.code_version("make_claims.py"),
+        spec=lambda wc: (json_arg({"claims": plan.claims_spec(), "seed": config["seed"]})),
     threads: 1
     resources:
         mem_mb=plan.resources_for("claims_ledger", "mem_mb"),
@@ -153,4 +158,4 @@ rule claims_ledger:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --spec {params.spec} --csv {output.csv} --md {output.md} 2> {log}"
+        "python {params.script:q} --spec {params.spec:q} --csv {output.csv:q} --md {output.md:q} 2> {log:q}"

@@ -17,8 +17,9 @@ rule export_encoder:
         bench_path("export_encoder", "{model}")
     params:
         script=f"{SCRIPTS}/export_encoder.py",
+        code=plan.code_version("export_encoder.py"),
         init=lambda wc: init_param(config, wc.model),
-        settings=lambda wc: shlex.quote(json.dumps(plan.train_settings(wc.model))),
+        settings=lambda wc: plan.train_settings_arg(wc.model),
         method=lambda wc: plan.model_method(wc.model),
     threads: 1
     resources:
@@ -27,8 +28,8 @@ rule export_encoder:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --init {params.init} --output {output} --settings {params.settings}"
-        " --method {params.method} 2> {log}"
+        "python {params.script:q} --init {params.init:q} --output {output:q} --settings {params.settings:q}"
+        " --method {params.method:q} 2> {log:q}"
 
 
 # A model trained on a list of datasets (DCSR's Multi) trains on their training sets (BM25
@@ -49,6 +50,7 @@ rule merge_training_sets:
         bench_path("merge_training_sets", "{model}")
     params:
         script=f"{SCRIPTS}/merge_training_sets.py",
+        code=plan.code_version("merge_training_sets.py"),
     threads: 1
     resources:
         mem_mb=plan.resources_for("merge_training_sets", "mem_mb"),
@@ -56,8 +58,8 @@ rule merge_training_sets:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script} --train {input.train} --dev {input.dev} --train-out {output.train}"
-        " --dev-out {output.dev} 2> {log}"
+        "python {params.script:q} --train {input.train:q} --dev {input.dev:q} --train-out {output.train:q}"
+        " --dev-out {output.dev:q} 2> {log:q}"
 
 
 rule train_biencoder:
@@ -73,11 +75,12 @@ rule train_biencoder:
         bench_path("train_biencoder", "{model}")
     params:
         script=f"{SCRIPTS}/train_biencoder.py",
+        code=plan.code_version("train_biencoder.py"),
         init=lambda wc: init_param(config, wc.model),
-        settings=lambda wc: shlex.quote(json.dumps(plan.train_settings(wc.model))),
+        settings=lambda wc: plan.train_settings_arg(wc.model),
         checkpoints=lambda wc: CHECKPOINT_DIR.format(model=wc.model),
         method=lambda wc: plan.model_method(wc.model),
-        sentences=lambda wc, input: f"--sentences {input.sentences}" if plan.is_dcsr(wc.model) else "",
+        sentences=lambda wc, input: ["--sentences", input.sentences] if plan.is_dcsr(wc.model) else [],
         launcher=lambda wc: plan.train_launcher(wc.model),
     threads: lambda wc: plan.train_threads(wc.model)
     resources:
@@ -89,9 +92,9 @@ rule train_biencoder:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "{params.launcher} {params.script} --train {input.train} --dev {input.dev} --init {params.init}"
-        " --output {output} --checkpoint-dir {params.checkpoints} --settings {params.settings}"
-        " --method {params.method} {params.sentences} 2> {log}"
+        "{params.launcher:u} {params.script:q} --train {input.train:q} --dev {input.dev:q} --init {params.init:q}"
+        " --output {output:q} --checkpoint-dir {params.checkpoints:q} --settings {params.settings:q}"
+        " --method {params.method:q} {params.sentences:q} 2> {log:q}"
 
 
 # A model in the format its family's tools read (dcsr.models.export): DPR's Hugging Face format
@@ -111,6 +114,7 @@ rule export_model:
         bench_path("export_model", "{model}")
     params:
         script=f"{SCRIPTS}/export_model.py",
+        code=plan.code_version("export_model.py"),
     threads: 1
     resources:
         mem_mb=plan.resources_for("export_model", "mem_mb"),
@@ -118,4 +122,4 @@ rule export_model:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script} --model {input.model} --output {output} --name {wildcards.model} 2> {log}"
+        "python {params.script:q} --model {input.model:q} --output {output:q} --name {wildcards.model:q} 2> {log:q}"

@@ -121,7 +121,7 @@ def rule_runs(repo: Path = REPO) -> dict[str, dict]:
 
 
 RULES = rule_runs()
-LAUNCHERS = {"python": set(), "{params.launcher}": {"torch"}}  # Plan.train_launcher: python, or torchrun (torch's)
+LAUNCHERS = {"python": set(), "{params.launcher:u}": {"torch"}}  # Plan.train_launcher: python, or torchrun (torch's)
 
 
 # --------------------------------------------------------------------------- imports, statically
@@ -261,7 +261,7 @@ def test_the_import_check_finds_a_missing_package(tmp_path):
 def test_the_rules_are_read():
     assert len(RULES) > 30 and RULES["make_attribution_table4"] == RULES["make_attribution_table2"]
     assert RULES["search_shard"] == {"env": "gpu.yaml", "script": "search_shard.py", "launcher": "python"}
-    assert RULES["train_biencoder"]["launcher"] == "{params.launcher}"
+    assert RULES["train_biencoder"]["launcher"] == "{params.launcher:u}"
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))

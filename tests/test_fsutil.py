@@ -87,3 +87,38 @@ def test_a_download_is_fsynced_before_it_is_renamed_into_place(tmp_path, events)
     part = str(dest) + ".part"
     i = events.index(("replace", part, str(dest)))
     assert events[i - 1] == ("fsync", part, "file") and events[i + 1] == ("fsync", str(dest.parent), "dir")
+
+
+def test_a_second_run_on_the_same_results_folder_is_refused(tmp_path, repo):
+    """Two Snakemake runs started from two directories, naming one absolute results: folder:
+    the second stops at once, naming the folder and the holder; the lock goes with the process."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dcsr.fsutil import ResultsLocked, lock_results
+
+    results = tmp_path / "shared results"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from dcsr.fsutil import lock_results; "
+                               f"h = lock_results({str(results)!r}); print('locked', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(repo / "src")})
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ResultsLocked, match="another run is writing these results"):
+            lock_results(results)
+        over = tmp_path / "over.yaml"
+        over.write_text(yaml.safe_dump({"results": str(results)}))
+        work = tmp_path / "elsewhere"
+        work.mkdir()
+        snakemake = os.path.join(os.path.dirname(sys.executable), "snakemake")
+        r = subprocess.run([snakemake, "--snakefile", str(repo / "Snakefile"), "--directory", str(work), "--cores", "1",
+                            str(results / "data" / "demo" / "psgs_w100.tsv"),  # a target goes before --configfile
+                            "--configfile", str(repo / "config" / "generated.yaml"), str(over)],
+                           cwd=work, capture_output=True, text=True, timeout=300)
+        assert r.returncode != 0 and "another run is writing these results" in r.stdout + r.stderr
+        assert not (results / "data").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    lock_results(results).close()  # the holder's end freed it

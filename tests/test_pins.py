@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from dcsr.errors import InputError
-from dcsr.evaluation.pins import compare, failures, load_pins, report, update_pins
+from dcsr.evaluation.pins import compare, failures, load_pins, machine_key, report, update_pins
 
 ROWS = [("BM25", "trivia", "top1", "40.00", "10"), ("BM25", "trivia", "top5", "70.00", "10"),
         ("DPR", "trivia", "top1", "50.00", "10"), ("DPR", "trivia", "top5", "80.00", "10")]
@@ -26,7 +26,8 @@ def _table(path, rows=ROWS):
 @pytest.fixture()
 def pins(tmp_path):
     path = tmp_path / "pins.yaml"
-    path.write_text("# header kept\nrun:\n  command: x\n  table: t\n  tolerance: 0.5\n")
+    # pinned on this kind of CPU, so its own tolerance applies
+    path.write_text(f"# header kept\nrun:\n  command: x\n  machine: {machine_key()}\n  table: t\n  tolerance: 0.5\n")
     update_pins(path, "run", _table(tmp_path / "t.csv"), why="first pins")
     return path
 
@@ -93,7 +94,7 @@ def test_by_precision_checks_the_pins_of_what_auto_means_on_this_cpu(tmp_path, r
     from dcsr.models.precision import resolve
 
     table = _table(tmp_path / "t.csv", ROWS)
-    base = {"table": "t", "tolerance": 0.5, "questions": {}, "cells": {}}
+    base = {"table": "t", "tolerance": 0.5, "questions": {}, "cells": {}, "machine": machine_key()}
     for row, test_set, metric, ours, _questions in ROWS:
         base["cells"].setdefault(row, {}).setdefault(test_set, {})[metric] = float(ours)
     wrong = {**base, "cells": {row: {ts: {m: v + 10 for m, v in ms.items()} for ts, ms in sets.items()}
@@ -108,39 +109,63 @@ def test_by_precision_checks_the_pins_of_what_auto_means_on_this_cpu(tmp_path, r
     assert f"regression pins of 'demo-{here}'" in r.stdout
 
 
-def test_pins_of_this_kind_of_cpu_are_strict_and_otherwise_any_variant_may_match(tmp_path):
+def test_pins_of_this_kind_of_cpu_are_strict_and_otherwise_a_measured_tolerance_applies(tmp_path):
     from dcsr.evaluation.pins import check_variants
 
-    table = _table(tmp_path / "t.csv", ROWS)
+    table = _table(tmp_path / "t.csv", ROWS)  # 10 questions: one question is 10 points
     cells = {}
     for row, test_set, metric, ours, _questions in ROWS:
         cells.setdefault(row, {}).setdefault(test_set, {})[metric] = float(ours)
-    moved = {row: {ts: {m: v + 5 for m, v in ms.items()} for ts, ms in sets.items()} for row, sets in cells.items()}
-    entry = {"table": "t", "tolerance": 0.01, "questions": {}}
+    moved = {row: {ts: {m: v + 10 for m, v in ms.items()} for ts, ms in sets.items()} for row, sets in cells.items()}
+    far = {row: {ts: {m: v + 30 for m, v in ms.items()} for ts, ms in sets.items()} for row, sets in cells.items()}
+    entry = {"table": "t", "tolerance": 0.01, "questions": {"trivia": 10}}
+    cross = {"cross_kind": {"questions": 2, "why": "test"}}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump({
-        "run": {**entry, "cells": moved},                                   # pinned on a machine of old
+        **cross,
+        "run": {**entry, "cells": far},                                     # pinned on a machine of old
         "run@b": {**entry, "machine": "B/AVX2", "cells": cells}}))
     # on machine B the B pins decide (and they match)
     assert check_variants(tmp_path / "p.yaml", "run", table, machine="B/AVX2")[0] == "run@b"
-    # on an unknown machine any variant may match: here run@b does
+    # on an unknown machine a variant must match within 2 questions (20 points here): run@b does
     name, got, problems, same = check_variants(tmp_path / "p.yaml", "run", table, machine="C/AVX512")
-    assert (name, same) == ("run@b", False) and all(c.ok for c in got)
-    # on machine A, pinned with other numbers, the run fails against A's pins only
+    assert (name, same) == ("run@b", False) and all(c.ok for c in got) and got[0].tolerance == 20
+    # on machine A, pinned with other numbers (one question off), the run fails against A's pins only
     (tmp_path / "q.yaml").write_text(yaml.safe_dump({
-        "run": {**entry, "machine": "A/AVX512", "cells": moved}, "run@b": {**entry, "machine": "B/AVX2", "cells": cells}}))
+        **cross, "run": {**entry, "machine": "A/AVX512", "cells": moved},
+        "run@b": {**entry, "machine": "B/AVX2", "cells": far}}))
     name, got, _, same = check_variants(tmp_path / "q.yaml", "run", table, machine="A/AVX512")
     assert (name, same) == ("run", True) and not any(c.ok for c in got)
+    # on an unknown machine: within 2 questions of run (A), so it passes against A at 20 points
+    name, got, _, same = check_variants(tmp_path / "q.yaml", "run", table, machine="C/AVX512")
+    assert (name, same) == ("run", False) and all(c.ok for c in got)
+    # nothing passes everything: 3 questions from every variant fails on every kind
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({**cross, "run": {**entry, "machine": "A/AVX512", "cells": far}}))
+    for machine in ("A/AVX512", "C/AVX512", "D/DEFAULT"):
+        assert not all(c.ok for c in check_variants(tmp_path / "r.yaml", "run", table, machine=machine)[1])
+    # a pins file without the cross-kind tolerance says so
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"run": {**entry, "machine": "A/AVX512", "cells": cells}}))
+    with pytest.raises(InputError, match="cross_kind"):
+        check_variants(tmp_path / "s.yaml", "run", table, machine="C/AVX512")
 
 
-def test_the_script_does_not_fail_on_another_kind_of_cpu_than_the_pins_were_made_on(tmp_path, repo):
-    moved = [r if r[:3] != ("BM25", "trivia", "top5") else (*r[:3], "60.00", r[4]) for r in ROWS]
+def _script(repo, pins, table, run="run"):
+    return subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "check_pins.py"), "--pins",
+                           str(pins), "--run", run, "--table", str(table)], capture_output=True, text=True)
+
+
+def test_the_script_fails_on_another_kind_of_cpu_past_the_cross_kind_tolerance(tmp_path, repo):
     cells = {}
     for row, test_set, metric, ours, _questions in ROWS:
         cells.setdefault(row, {}).setdefault(test_set, {})[metric] = float(ours)
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"run": {"table": "t", "tolerance": 0.01, "questions": {},
-                                                             "machine": "NoSuchVendor/NONE", "cells": cells}}))
-    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "check_pins.py"), "--pins",
-                        str(tmp_path / "p.yaml"), "--run", "run", "--table", str(_table(tmp_path / "m.csv", moved))],
-                       capture_output=True, text=True)
-    assert r.returncode == 0 and "made on another kind of CPU than this one" in r.stderr
-    assert "<-- outside" in r.stdout  # the moved cell is still shown
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "cross_kind": {"questions": 1, "why": "test"},
+        "run": {"table": "t", "tolerance": 0.01, "questions": {"trivia": 10}, "machine": "NoSuchVendor/NONE",
+                "cells": cells}}))
+    one = [r if r[:3] != ("BM25", "trivia", "top5") else (*r[:3], "60.00", r[4]) for r in ROWS]
+    r = _script(repo, tmp_path / "p.yaml", _table(tmp_path / "one.csv", one))
+    assert r.returncode == 0, r.stdout + r.stderr  # one question moved: within the cross-kind tolerance
+    assert "no pins of this kind of CPU" in r.stdout
+    two = [r if r[:3] != ("BM25", "trivia", "top5") else (*r[:3], "50.00", r[4]) for r in ROWS]
+    r = _script(repo, tmp_path / "p.yaml", _table(tmp_path / "two.csv", two))
+    assert r.returncode == 1, r.stdout + r.stderr  # two questions: a failure, on any kind of CPU
+    assert "<-- outside" in r.stdout and "BM25 / trivia / top5: expected 70.00 +- 10" in r.stderr

@@ -62,7 +62,7 @@ def test_dcsr_runs_also_search_the_dev_questions_their_temperature_is_chosen_on(
     merge = demo.merge_inputs(wc)
     assert merge["temperature"] == "results/temperature/squad/dcsr-a/dcsr-a/squad-a.json"
     assert merge["hits"] == ["results/hits/squad/dcsr-a/shard-0"]
-    assert demo.hasans_args(wc, Wildcards(merge)) == f"--hasans --temperature-file {merge['temperature']}"
+    assert demo.hasans_args(wc, Wildcards(merge)) == ["--hasans", "--temperature-file", merge["temperature"]]
     # the merged dev run (a hybrid chooses its weight on it) ranks with the test run's temperature,
     # chosen on the dev questions' sentence hits (not on the merged run)
     dev = Wildcards(corpus="squad", qmodel="dcsr-a", pmodel="dcsr-a", dataset="squad-a.dev")
@@ -73,7 +73,7 @@ def test_dcsr_runs_also_search_the_dev_questions_their_temperature_is_chosen_on(
 
 def test_one_search_job_per_shard_answers_every_question_set_searched_against_it(demo):
     wc = Wildcards(corpus="squad", pmodel="dpr-a", shard="0")
-    args = demo.search_args(wc, ["results/hits/squad/dpr-a/shard-0"])
+    args = " ".join(demo.search_args(wc, ["results/hits/squad/dpr-a/shard-0"]))
     # dpr-a's index is searched by dpr-a's questions of both test sets (table and attribution)
     assert "--search results/queries/dpr-a/squad-a.npy results/hits/squad/dpr-a/shard-0/dpr-a/squad-a.npz" in args
     assert "results/queries/dpr-a/squad-b.npy" in args
@@ -142,7 +142,7 @@ def test_final_outputs_name_every_table_figure_and_the_ledger(demo):
 
 def test_a_squad_source_not_in_the_working_directory_is_taken_from_the_repository(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = Plan(load("config.yaml"), basedir=REPO).squad_args("squad")
+    args = " ".join(Plan(load("config.yaml"), basedir=REPO).squad_args("squad"))
     assert f"--source {REPO}/resources/squad/squad1.1-dev-36-articles.json.gz" in args
     assert "--train 0.7 --dev 0.1 --test 0.2" in args
 
@@ -177,3 +177,38 @@ def test_a_hybrid_row_fuses_bm25_and_dense_runs_with_a_weight_chosen_on_dev(demo
     assert "results/metrics/squad/hybrid-rrf/dcsr-a/dcsr-a/squad-a.json" in demo.table_metrics("hybrid")
     with pytest.raises(InputError, match="no table has a hybrid row"):
         demo.fuse_inputs(Wildcards(wc, qmodel="dpr-b", pmodel="dpr-b"))
+
+
+def test_reordered_keys_or_a_written_out_default_plan_the_same_training():
+    """A model's training params are the filled, key-sorted settings: reordering the config's
+    train: keys, or writing out a default, changes no params, so Snakemake retrains nothing;
+    a changed value does change them."""
+    base = load("config.yaml")
+    reordered = copy.deepcopy(base)
+    reordered["train"] = dict(reversed(list(base["train"].items())))
+    spelled = copy.deepcopy(base)
+    spelled["train"]["adam_eps"] = 1e-8  # the default, written out
+    changed = copy.deepcopy(base)
+    changed["train"]["learning_rate"] = 1e-4
+    args = {name: Plan(cfg, basedir=REPO).train_settings_arg("dcsr-a")
+            for name, cfg in (("base", base), ("reordered", reordered), ("spelled", spelled), ("changed", changed))}
+    assert list(base["train"]) != list(reordered["train"])
+    assert args["base"] == args["reordered"] == args["spelled"] != args["changed"]
+    import json
+
+    settings = json.loads(args["base"])
+    assert list(settings) == sorted(settings) and settings["adam_eps"] == 1e-8 and settings["sampling"]
+
+
+def test_the_training_launcher_is_built_from_integers_only():
+    """The launcher is the one shell field left unquoted (shell code by design: srun, torchrun,
+    the rendezvous host): nothing of the config but integers reaches it."""
+    import re
+
+    plan = Plan(load("config.yaml"), basedir=REPO)
+    plan.config["train"].update(gpus=4, nodes=3)
+    words = plan.train_launcher("dpr-a").replace("$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)", "HOST")
+    assert re.fullmatch(r"[a-z_=\-0-9 $A-Z:]+", words), words
+    assert set(re.findall(r"\d+", words.replace("c10d", "c-d"))) <= {"1", "3", "4", "29500"}
+    plan.config["train"].update(gpus=2, nodes=1)
+    assert plan.train_launcher("dpr-a") == "torchrun --standalone --nproc_per_node 2"

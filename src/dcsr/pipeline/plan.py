@@ -14,18 +14,19 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shlex
 from pathlib import Path
 
 from dcsr.attribution.analysis import percent_label, sweep_model_name
 from dcsr.errors import InputError
 from dcsr.evaluation.tables import table_cells
-from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, corpus_shards, dataset_questions, model_seeds,
+from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, json_arg, corpus_shards, dataset_questions, model_seeds,
                                   seed_replicas, sweep_models, dev_variants, train_datasets, variant_root,
                                   variant_settings)
+from dcsr.pipeline.checks import check_claim_seeds, check_index_factory, check_local_sources
+from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
-from dcsr.settings import DCSR_TRAIN, LAUNCH, check_sections
+from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, LAUNCH, TRAIN, check_sections, filled
 
 
 def expand_config(config: dict) -> dict:
@@ -36,6 +37,7 @@ def expand_config(config: dict) -> dict:
     # the settings sections and every model's train: (types, ranges, unknown keys), defaults filled
     check_sections(config)
     check_config(config)
+    check_claim_seeds(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
     # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)
@@ -58,9 +60,16 @@ class Plan:
     def __init__(self, config: dict, basedir: str | Path = "."):
         self.config = expand_config(config)
         self.basedir = Path(basedir)
+        check_local_sources(self.config, self.basedir)
+        check_index_factory(self.config["index"]["factory"])
         self.results = config["results"]
         self.downloads = download_settings(config.get("downloads", {}))
         self.paths = patterns(self.results, self.downloads["dir"])
+
+    def code_version(self, script: str) -> str:
+        """The digest of ``workflow/scripts/<script>`` and the dcsr modules it imports: a rule's
+        ``code`` param, so an edit to either reruns its jobs (dcsr.pipeline.code_version)."""
+        return code_version(str(self.basedir / "workflow" / "scripts" / script), str(self.basedir / "src"))
 
     def log(self, rule_name: str, name: str) -> str:
         return log_path(self.results, rule_name, name)
@@ -74,8 +83,8 @@ class Plan:
         return resource_files() if "downloads" in self.config else []
 
     def download_url(self, wc) -> str:
-        """The shell-quoted URL of ``wc.file`` under the config's download settings."""
-        return shlex.quote(resource_url(resource_of_file(wc.file), self.downloads))
+        """The URL of ``wc.file`` under the config's download settings."""
+        return resource_url(resource_of_file(wc.file), self.downloads)
 
     # ------------------------------------------------------------------ config lookups
     def dataset_cfg(self, dataset):
@@ -94,11 +103,11 @@ class Plan:
     def subset_corpora(self):
         return [c for c, cc in self.config["corpora"].items() if "subset" in cc]
 
-    def subset_args(self, corpus):
+    def subset_args(self, corpus) -> list[str]:
         sub = self.config["corpora"][corpus]["subset"]
         if "first" in sub:
-            return f"--first {int(sub['first'])}"
-        return f"--fraction {float(sub['fraction'])!r} --seed {int(sub.get('seed', self.config['seed']))}"
+            return ["--first", str(int(sub["first"]))]
+        return ["--fraction", repr(float(sub["fraction"])), "--seed", str(int(sub.get("seed", self.config["seed"])))]
 
     def source_datasets(self):
         """The datasets with question files of their own: variants (``like``) are left out of the
@@ -183,7 +192,7 @@ class Plan:
             args += ["--passage-words", sq["passage_words"]]
         for split, size in sq.get("split", {}).items():
             args += [f"--{split}", size]
-        return " ".join(shlex.quote(str(a)) for a in args)
+        return [str(a) for a in args]
 
     def untrained_models(self):
         return [m for m, mc in self.config["models"].items() if "train_on" not in mc]
@@ -212,7 +221,14 @@ class Plan:
         settings.update(self.config["models"][model].get("train", {}))
         for launch_key in LAUNCH:
             settings.pop(launch_key, None)
-        return settings
+        spec = {**TRAIN, **DCSR_TRAIN, **DCSR_INTERNAL} if self.is_dcsr(model) else TRAIN
+        return filled(spec, settings, f"config: models.{model}.train")
+
+    def train_settings_arg(self, model) -> str:
+        """The training settings as the scripts' ``--settings`` JSON: every default filled in and
+        the keys sorted, so that a config whose keys come in another order, or that writes out a
+        default, plans the same jobs (Snakemake reruns a job whose params change)."""
+        return json_arg(self.train_settings(model), sort_keys=True)
 
     def _launch(self, model, key):
         return int({**self.config["train"], **self.config["models"][model].get("train", {})}.get(key, LAUNCH[key].default))
@@ -432,7 +448,7 @@ class Plan:
         return spec
 
     def attribution_spec_arg(self, wc):
-        return shlex.quote(json.dumps(self.attribution_spec()))
+        return json_arg(self.attribution_spec())
 
     def attribution_datasets(self):
         """The datasets of the attribution's families that have question files of their own
@@ -515,11 +531,11 @@ class Plan:
         """merge_runs' HasAns flags: none for DPR; a DCSR run takes its temperature from the config
         or from the dev choice (dcsr.temperature: dev; its merged dev run too), else 1."""
         if not self.is_dcsr(wc.pmodel):
-            return ""
+            return []
         if "temperature" in input.keys():
-            return f"--hasans --temperature-file {input.temperature}"
+            return ["--hasans", "--temperature-file", input.temperature]
         t = self.config["dcsr"]["temperature"]
-        return f"--hasans --temperature {1.0 if t == 'dev' else t}"
+        return ["--hasans", "--temperature", str(1.0 if t == "dev" else t)]
 
     def temperature_inputs(self, wc):
         if (wc.corpus, wc.qmodel, wc.pmodel, wc.dataset + DEV_VARIANT) not in self.dense_runs():
@@ -543,11 +559,9 @@ class Plan:
             raise InputError("config", f"no table or attribution pair searches with the question encoder {wc.qmodel!r}")
         return {"model": self.paths.MODEL_DIR.format(model=wc.qmodel), "questions": [self.dataset_file(d, "test") for d in datasets]}
 
-    def embed_questions_args(self, wc, output):
-        return " ".join(
-            f"--set {shlex.quote(self.dataset_file(d, 'test'))} {shlex.quote(str(Path(output[0]) / f'{d}.npy'))}"
-            for d in self.question_sets_of(wc.qmodel)
-        )
+    def embed_questions_args(self, wc, output) -> list[str]:
+        return [a for d in self.question_sets_of(wc.qmodel)
+                for a in ("--set", self.dataset_file(d, "test"), str(Path(output[0]) / f"{d}.npy"))]
 
     def search_shard_inputs(self, wc):
         inputs = {
@@ -561,12 +575,10 @@ class Plan:
             inputs["stats"] = self.paths.SENTENCE_STATS.format(corpus=wc.corpus)  # k = mean sentences per passage
         return inputs
 
-    def search_args(self, wc, output):
-        return " ".join(
-            f"--search {shlex.quote(self.paths.QUERY_VECTORS.format(qmodel=q, dataset=d))}"
-            f" {shlex.quote(str(Path(output[0]) / self.paths.SHARD_HITS_IN_DIR.format(qmodel=q, dataset=d)))}"
-            for q, d in self.searches_of(wc.corpus, wc.pmodel)
-        )
+    def search_args(self, wc, output) -> list[str]:
+        return [a for q, d in self.searches_of(wc.corpus, wc.pmodel)
+                for a in ("--search", self.paths.QUERY_VECTORS.format(qmodel=q, dataset=d),
+                          str(Path(output[0]) / self.paths.SHARD_HITS_IN_DIR.format(qmodel=q, dataset=d)))]
 
     def merge_inputs(self, wc):
         if (wc.corpus, wc.qmodel, wc.pmodel, wc.dataset) not in self.dense_runs():
@@ -599,8 +611,8 @@ class Plan:
         """``--gold DEV_JSON`` when a run's test set is a dataset's dev questions (whose DPR dev JSON
         knows each question's gold passages: standard measures against them too), else ''."""
         if dataset_questions(self.config, wc.dataset) != "dev":
-            return ""
-        return f"--gold {shlex.quote(self.dataset_file(variant_root(self.config, wc.dataset), 'dev'))}"
+            return []
+        return ["--gold", self.dataset_file(variant_root(self.config, wc.dataset), "dev")]
 
     def store_inputs(self, wc):
         """The corpus's passage store: a run's passages are read from it to score the run, and an
@@ -612,8 +624,8 @@ class Plan:
 
     def hit_files(self, wc, input, dataset):
         """The per-shard hit files of question encoder ``wc.qmodel`` on ``dataset``'s questions."""
-        return " ".join(shlex.quote(str(Path(d) / self.paths.SHARD_HITS_IN_DIR.format(qmodel=wc.qmodel, dataset=dataset)))
-                        for d in input.hits)
+        return [str(Path(d) / self.paths.SHARD_HITS_IN_DIR.format(qmodel=wc.qmodel, dataset=dataset))
+                for d in input.hits]
 
     def negatives_miners(self):
         """The models whose hard negatives some model trains on (models.<m>.negatives_from)."""
@@ -632,15 +644,12 @@ class Plan:
             inputs[key] = [pattern.format(corpus=corpus, pmodel=wc.model, shard=i) for i in self.shards(corpus)]
         return inputs
 
-    def mine_shard_args(self, wc, input):
-        return " ".join(
-            f"--shard {shlex.quote(i)} {shlex.quote(d)} {shlex.quote(n)}"
-            for i, d, n in zip(input.indexes, input.ids, input.sentence_numbers)
-        )
+    def mine_shard_args(self, wc, input) -> list[str]:
+        return [a for i, d, n in zip(input.indexes, input.ids, input.sentence_numbers) for a in ("--shard", i, d, n)]
 
     def sentence_depth_args(self, wc, input):
         """DCSR: search the top 100 x k sentences (k from the self.config, else the corpus mean)."""
         if not self.is_dcsr(wc.pmodel):
-            return ""
+            return []
         k = self.config["dcsr"]["sentences_per_passage"]
-        return f"--sentences-per-passage {k}" if k is not None else f"--sentence-stats {input.stats}"
+        return ["--sentences-per-passage", str(k)] if k is not None else ["--sentence-stats", input.stats]

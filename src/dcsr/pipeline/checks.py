@@ -1,0 +1,123 @@
+"""Checks at DAG build of what the schema cannot say, so that ``snakemake -n`` stops on a value
+that would otherwise fail a job minutes or hours later: an integer written as a float, a local
+SQuAD source that is not there (with the closest file's name), an index factory FAISS does not
+parse, and claims whose sides were trained with different numbers of seeds. Each is an
+:class:`~dcsr.errors.InputError` naming the config key."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from dcsr.errors import InputError
+
+
+def _key(parts) -> str:
+    return "config: " + ".".join(str(p) for p in parts)
+
+
+def _resolve(schema: Mapping, node: Any) -> Any:
+    while isinstance(node, Mapping) and "$ref" in node:
+        ref = node["$ref"]
+        if not ref.startswith("#/"):
+            break
+        target = schema
+        for part in ref[2:].split("/"):
+            target = target[part]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _types(node: Any) -> set[str]:
+    t = node.get("type") if isinstance(node, Mapping) else None
+    return set(t) if isinstance(t, list) else {t} if t else set()
+
+
+def check_integers(config: Any, schema: Mapping, node: Any = None, path: tuple = ()) -> None:
+    """A value the schema types as an integer must be written as one: JSON Schema takes 13.0 for
+    an integer, and Python code downstream then meets a float (``seed: 13.0`` failed at job
+    time). Walks the schema's properties, additionalProperties, items and oneOf/anyOf."""
+    node = _resolve(schema, schema if node is None else node)
+    if not isinstance(node, Mapping):
+        return
+    branches = [_resolve(schema, b) for b in node.get("oneOf", []) + node.get("anyOf", [])]
+    types = _types(node).union(*(_types(b) for b in branches)) if branches else _types(node)
+    if isinstance(config, float) and "integer" in types and "number" not in types:
+        raise InputError(_key(path), f"expected an integer, found {config!r}; write it as {int(config)}"
+                         if config.is_integer() else f"expected an integer, found {config!r}")
+    if isinstance(config, Mapping):
+        props = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        for k, v in config.items():
+            if k in props:
+                check_integers(v, schema, props[k], path + (k,))
+            elif isinstance(extra, Mapping):
+                check_integers(v, schema, extra, path + (k,))
+    if isinstance(config, list) and isinstance(node.get("items"), Mapping):
+        for i, v in enumerate(config):
+            check_integers(v, schema, node["items"], path + (i,))
+    for b in branches:
+        if isinstance(config, Mapping) and "properties" in b or isinstance(config, list) and "items" in b:
+            check_integers(config, schema, b, path)
+
+
+def check_local_sources(config: Mapping, basedir: Path) -> None:
+    """A corpus's ``squad.source`` that is not a URL must exist, in the working directory or in
+    the repository; otherwise say so, with the closest file name in its folder."""
+    for name, corpus in config.get("corpora", {}).items():
+        source = (corpus.get("squad") or {}).get("source") if isinstance(corpus.get("squad"), Mapping) else None
+        if not source or "://" in source:
+            continue
+        candidates = [Path(source)] + ([] if Path(source).is_absolute() else [basedir / source])
+        if any(p.exists() for p in candidates):
+            continue
+        hint = ""
+        for p in candidates:
+            if p.parent.is_dir():
+                close = difflib.get_close_matches(p.name, [c.name for c in p.parent.iterdir()], n=1)
+                if close:
+                    hint = f"; did you mean {str(Path(source).parent / close[0])!r}?"
+                    break
+        raise InputError(_key(("corpora", name, "squad", "source")),
+                         f"{source!r} is neither a URL nor an existing file (looked in the working directory and in "
+                         f"{basedir}){hint}")
+
+
+def check_index_factory(factory: str) -> None:
+    """``index.factory`` must be a string FAISS's ``index_factory`` parses (tried at the two
+    widths of the encoders we ship: 384 and 768), and a plain one: letters, digits and ``, _ . -``
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_,.\-]{1,200}", factory):
+        raise InputError("config: index.factory", f"{factory!r} is not an index_factory string (letters, digits "
+                                                  "and , _ . -, such as Flat, SQ8, HNSW32, IVF4096,PQ64)")
+    import faiss
+
+    errors = []
+    for dim in (768, 384):
+        try:
+            faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+            return
+        except RuntimeError as e:
+            errors.append(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
+    raise InputError("config: index.factory", f"FAISS cannot build {factory!r}: {errors[0]}")
+
+
+def check_claim_seeds(config: Mapping) -> None:
+    """The models of one claim that were trained several times must have the same number of seeds:
+    seed k of one side is compared with seed k of the other (a model with one run is repeated)."""
+    from dcsr.pipeline.config import claim_pair
+
+    models = config["models"]
+    for i, claim in enumerate(config.get("claims", [])):
+        counts = {}
+        for side in ("baseline", "method"):
+            for m in claim_pair(claim[side]):
+                n = int(models.get(m, {}).get("seeds", 1)) if m != "bm25" else 1
+                if n > 1:
+                    counts[m] = n
+        if len(set(counts.values())) > 1:
+            raise InputError(_key(("claims", i)), "compares models trained with different numbers of seeds ("
+                             + ", ".join(f"{m}: {n}" for m, n in counts.items())
+                             + "); seed k is paired with seed k, so give them the same seeds: (or 1)")

@@ -1,0 +1,77 @@
+"""What the schema cannot say, checked at DAG build (dcsr.pipeline.checks): each a one-line
+error naming the config key, before any job runs."""
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dcsr.errors import InputError
+from dcsr.pipeline.checks import check_claim_seeds, check_index_factory, check_integers, check_local_sources
+from dcsr.pipeline.plan import Plan
+from test_plan import REPO, load
+
+SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+
+
+def test_an_integer_written_as_a_float_names_its_key():
+    cfg = load("config.yaml")
+    check_integers(cfg, SCHEMA)  # the shipped config passes
+    for where, edit in (("config: seed", lambda c: c.update(seed=13.0)),
+                        ("config: models.dpr-a.seeds", lambda c: c["models"]["dpr-a"].update(seeds=3.0))):
+        bad = copy.deepcopy(cfg)
+        edit(bad)
+        with pytest.raises(InputError) as e:
+            check_integers(bad, SCHEMA)
+        assert str(e.value).startswith(f"{where}: expected an integer, found ") and "write it as" in str(e.value)
+    ok = copy.deepcopy(cfg)
+    ok["models"]["dpr-a"]["train_fraction"] = 1.0  # a number, not an integer: a float is right
+    check_integers(ok, SCHEMA)
+
+
+def test_a_mistyped_local_squad_source_says_which_file_is_close(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load("config.yaml")
+    check_local_sources(cfg, REPO)
+    cfg["corpora"]["squad"]["squad"]["source"] = "resources/squad/squad1.1-dev-36-article.json.gz"
+    with pytest.raises(InputError) as e:
+        check_local_sources(cfg, REPO)
+    assert str(e.value).startswith("config: corpora.squad.squad.source: 'resources/squad/squad1.1-dev-36-article.json.gz'"
+                                   " is neither a URL nor an existing file")
+    assert "did you mean 'resources/squad/squad1.1-dev-36-articles.json.gz'?" in str(e.value)
+
+
+def test_an_index_factory_faiss_cannot_parse_is_refused():
+    for good in ("Flat", "SQ8", "HNSW32", "IVF16,PQ8"):
+        check_index_factory(good)
+    with pytest.raises(InputError, match=r"^config: index.factory: FAISS cannot build 'IVFx,Flat'"):
+        check_index_factory("IVFx,Flat")
+    with pytest.raises(InputError, match=r"^config: index.factory: .* is not an index_factory string"):
+        check_index_factory("Flat'; touch x; '")
+
+
+def test_claim_sides_with_different_seed_counts_fail_before_training():
+    cfg = load("config.yaml")
+    cfg["models"]["dpr-a"]["seeds"] = 3
+    cfg["models"]["dcsr-a"]["seeds"] = 2
+    with pytest.raises(InputError, match=r"^config: claims.0: compares models trained with different numbers of seeds "
+                                         r"\(dpr-a: 3, dcsr-a: 2\)"):
+        check_claim_seeds(cfg)
+    cfg["models"]["dcsr-a"]["seeds"] = 3
+    check_claim_seeds(cfg)
+    Plan(cfg, basedir=REPO)  # and the plan pairs them seed by seed
+
+
+def test_the_dry_run_stops_on_a_float_seed(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 13.0\n")
+    snakemake = os.path.join(os.path.dirname(sys.executable), "snakemake")
+    r = subprocess.run([snakemake, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
+                        "--configfile", str(REPO / "config" / "config.yaml"), str(bad)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "config: seed: expected an integer, found 13.0; write it as 13" in r.stdout + r.stderr
+    assert not (tmp_path / "results").exists()
