@@ -18,7 +18,7 @@ Measured per splitter, through :func:`dcsr.data.sentences.split_sentences` (what
 Usage::
 
     python benchmarks/sentence_splitters.py --squad dev-v1.1.json \
-        --out benchmarks/sentence_splitters.md
+        --out /tmp/splitters.md
 
 The data file is only read, never copied into the repository.
 """

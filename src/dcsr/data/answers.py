@@ -91,9 +91,3 @@ def has_answer_in_tokens(answers: list[str], words: list[str]) -> bool:
             if words[i] == first and tuple(words[i : i + n]) == ans:
                 return True
     return False
-
-
-def has_answer_passage(answers: list[str], title: str, text: str, match_type: str = "string") -> bool:
-    """DPR checks the passage text only (not its title)."""
-    del title
-    return has_answer(answers, text, match_type)

@@ -105,8 +105,8 @@ def package_version(module: str) -> str | None:
 
 def init_identity(init: str | Mapping[str, str]) -> dict:
     """What a training run starts from: a package's name and version (``pkg:NAME``), the tiny
-    model's seed, a local checkpoint's content hash, or a model hub id (its name only: the hub
-    is not reachable to hash it). A pair ``{question: CKPT, passage: CKPT}`` is
+    model's seed, a local checkpoint's content hash (not its path), or a model hub id with its
+    revision (:func:`hub_revision`). A pair ``{question: CKPT, passage: CKPT}`` is
     ``{"question": identity, "passage": identity}`` (a pair of one checkpoint is that checkpoint's)."""
     if not isinstance(init, str):
         from dcsr.models.checkpoints import init_pair
@@ -122,9 +122,29 @@ def init_identity(init: str | Mapping[str, str]) -> dict:
 
         return {"tiny": init, "recipe": tiny_recipe()}
     path = Path(init).expanduser()
-    if path.is_dir():
-        return {"path": str(path.resolve()), "sha256": dir_sha256(path)}
-    return {"hub": init}
+    if path.is_dir():  # by content: the same checkpoint elsewhere (another clone, a moved folder) resumes
+        return {"sha256": dir_sha256(path)}
+    return {"hub": init, "revision": hub_revision(init)}
+
+
+def hub_revision(name: str) -> str | None:
+    """The commit of a model hub checkpoint: the snapshot in the local Hugging Face cache (what
+    ``from_pretrained`` loads offline), else the hub's current one, else None (no cache, no
+    network). A hub name alone could stand for other weights after the owner pushes new ones."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+        if isinstance(cached, str):
+            return Path(cached).parent.name  # .../snapshots/<commit>/config.json
+    except Exception:  # noqa: BLE001 - a malformed name or cache: no revision known
+        pass
+    try:
+        from huggingface_hub import model_info
+
+        return model_info(name, timeout=10).sha
+    except Exception:  # noqa: BLE001 - offline (HF_HUB_OFFLINE) or unreachable
+        return None
 
 
 def describe_change(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:

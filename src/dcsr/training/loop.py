@@ -505,6 +505,10 @@ def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: P
     to on this machine (``auto`` is bf16 on a CPU with AMX, fp32 on one without). A checkpoint
     resumes only on an exact match."""
     settings = {k: v for k, v in s.items() if k not in NOT_IN_FINGERPRINT + ("batch_size", "dev_batch_size")}
+    if s.get("grad_cache_chunk") and s.get("dropout") != 0.0:
+        # with dropout on (None: the checkpoint's own, BERT's 0.1), chunks draw other masks than
+        # one pass over the batch: the same loss in expectation, not the same model
+        settings["grad_cache_chunk"] = s["grad_cache_chunk"]
     return {
         "method": method,
         "settings": {**settings, "global_batch": s["batch_size"] * world,
@@ -684,6 +688,12 @@ class Trainer:
             rng = state["rng"]
             if len(rng) == ctx.world:
                 _set_rng_state(rng[ctx.rank])
+            else:
+                # the global batch is the same (the fingerprint checks it), but the per-process
+                # random streams cannot be carried over: dropout masks differ from here on
+                self.say(f"the checkpoint was written by {len(rng)} process(es), this run has {ctx.world}: the "
+                         "random state of each process restarts from the seed (dropout masks and the order of "
+                         f"ties differ from an uninterrupted run of {len(rng)})")
             self.say(f"resuming from step {self.step_no} (epoch {self.epoch}, batch {self.pos} of "
                      f"{self.steps_per_epoch})")
         else:

@@ -1,0 +1,48 @@
+"""What identifies a training run's start (dcsr.training.fingerprint, loop.fingerprint): a local
+checkpoint by content, a hub checkpoint with its revision, GradCache chunks when dropout is on."""
+
+import shutil
+
+from dcsr.training.fingerprint import hub_revision, init_identity
+from dcsr.training.loop import fingerprint, validate_settings
+
+
+def test_a_local_checkpoint_is_identified_by_content_not_by_path(tmp_path, tiny_bert):
+    copy = tmp_path / "elsewhere" / "ckpt"
+    shutil.copytree(tiny_bert, copy)
+    assert init_identity(str(copy)) == init_identity(str(tiny_bert))
+    assert "path" not in init_identity(str(copy))
+    (copy / "config.json").write_text((copy / "config.json").read_text().replace("}", ', "x": 1}', 1))
+    assert init_identity(str(copy)) != init_identity(str(tiny_bert))
+
+
+def test_a_hub_checkpoint_is_identified_with_its_revision(tmp_path, monkeypatch):
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    repo = tmp_path / "models--org--enc"
+    (repo / "snapshots" / "0123abcd").mkdir(parents=True)
+    (repo / "snapshots" / "0123abcd" / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    assert hub_revision("org/enc") == "0123abcd"
+    assert init_identity("org/enc") == {"hub": "org/enc", "revision": "0123abcd"}
+    (repo / "refs" / "main").write_text("4567ef01")  # the owner pushed other weights
+    (repo / "snapshots" / "4567ef01").mkdir()
+    (repo / "snapshots" / "4567ef01" / "config.json").write_text("{}")
+    assert init_identity("org/enc")["revision"] == "4567ef01"
+    assert hub_revision("org/not-cached") is None  # offline, not cached: no revision known
+
+
+def test_grad_cache_chunks_enter_the_fingerprint_when_dropout_is_on(tmp_path):
+    data = tmp_path / "d.json"
+    data.write_text("[]")
+
+    def settings_of(dropout, chunk):
+        s = validate_settings({"dropout": dropout, "grad_cache_chunk": chunk})
+        return fingerprint(s, "dpr", data, data, "tiny", {}, 1)["settings"]
+
+    assert settings_of(0.0, 0) == settings_of(0.0, 4)  # no dropout: chunks give the same model
+    assert settings_of(0.1, 4)["grad_cache_chunk"] == 4 and "grad_cache_chunk" not in settings_of(0.1, 0)
+    assert settings_of(None, 4) != settings_of(None, 8)  # None: the checkpoint's own dropout, on in BERT
