@@ -62,3 +62,31 @@ rule evaluate_topk:
         "python {params.script:q} --run {input.run:q} --questions {input.questions:q} --corpus {params.store:q}"
         " --metrics {output.metrics:q} --per-question {output.questions:q} --ks {params.ks:q}"
         " --match {params.match:q} {params.gold:q} 2> {log:q}"
+
+
+# Answer-match qrels pooled over every run of a test set (TREC pooling: each run's judged hits,
+# to the depth it was scored at), so that every row's standard measures (tables.<t>.measures)
+# are computed against the same judgments.
+rule pool_qrels:
+    input:
+        lambda wc: plan.pool(wc.corpus, wc.dataset),
+    output:
+        qrels=POOLED_QRELS,
+        info=POOL_INFO,
+    log:
+        log_path("pool_qrels", "{corpus}/{dataset}"),
+    benchmark:
+        bench_path("pool_qrels", "{corpus}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/pool_qrels.py",
+        code=plan.code_version("pool_qrels.py"),
+        depth=max(config["evaluate"]["ks"]),
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("pool_qrels", "mem_mb"),
+        runtime=plan.resources_for("pool_qrels", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script:q} --depth {params.depth:q} --qrels {output.qrels:q} --info {output.info:q}"
+        " {input:q} 2> {log:q}"

@@ -3,7 +3,7 @@
 
 rule make_table:
     input:
-        metrics=lambda wc: plan.table_metrics(wc.table),
+        unpack(plan.table_inputs),
         paper=str(Path(workflow.basedir) / "config" / "paper_numbers.yaml"),
     output:
         csv=report(TABLE_CSV, caption="../workflow/report/table.rst", category="Tables", subcategory="Retrieval"),

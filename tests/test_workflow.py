@@ -75,6 +75,17 @@ def check_hybrid_outputs(results):
     rows = list(csv.DictReader(open(results / "tables" / "hybrid.csv")))
     got = {(r["row"], r["metric"]): float(r["ours"]) for r in rows}
     assert {r for r, _ in got} == {"BM25", "DPR", "BM25 + DPR (linear)", "BM25 + DCSR (RRF)"}
+    # MRR@10 and nDCG@10 of every row against one set of judgments: the pool of every run of the
+    # config on encyclopedia (BM25, each dense pair of the tables and the matrix, the hybrids)
+    from dcsr.evaluation.trec_eval import measure_run, read_qrels
+
+    pool = json.loads((results / "qrels" / "demo" / "encyclopedia.pool.json").read_text())
+    assert pool["depth"] == 100 and len(pool["runs"]) > 10 and 0 < pool["relevant"] < pool["judged"]
+    qrels = read_qrels(results / "qrels" / "demo" / "encyclopedia.qrels")
+    dpr = measure_run(read_trec(results / "runs" / "demo" / "dpr" / "dpr" / "encyclopedia.trec"), qrels, ["nDCG@10"],
+                      pool["questions"])
+    assert got[("DPR", "nDCG@10 (pooled answer-match)")] == pytest.approx(dpr["nDCG@10"], abs=0.006)
+    assert "Pooled qrels encyclopedia.qrels: the top 100 of" in (results / "tables" / "hybrid.md").read_text()
     choice = json.loads((results / "fusion" / "demo" / "dpr" / "dpr" / "encyclopedia.json").read_text())
     assert 0.0 <= choice["weight"] <= 1.0 and len(choice["grid"]) == 11
     assert choice["questions"] > 0 and "dev questions" in choice["criterion"]

@@ -4,6 +4,7 @@ import json
 
 from dcsr.cli import script
 from dcsr.evaluation.tables import Row, load_paper_numbers, read_metrics, table_cells, write_retrieval_table
+from dcsr.evaluation.trec_eval import PooledMeasures
 
 
 @script
@@ -16,7 +17,8 @@ def main():
     a = ap.parse_args()
     spec = json.loads(a.spec)
     table, paper = spec["table"], load_paper_numbers(a.paper)
-    cells = {(c["qmodel"], c["pmodel"], c["dataset"], c.get("fusion")): c["metrics"] for c in spec["cells"]}
+    cells = {(c["qmodel"], c["pmodel"], c["dataset"], c.get("fusion")): c for c in spec["cells"]}
+    pooled = PooledMeasures()
     rows = []
     for cell in table_cells(table):
         r = table["rows"][cell.row]
@@ -25,9 +27,14 @@ def main():
         if r.get("paper") and spec["paper_names"].get(cell.column):
             ref = {"table": r["paper"]["table"], "row": r["paper"]["row"], "dataset": spec["paper_names"][cell.column]}
         label = cell.column if cell.dataset == cell.column else f"{cell.column} ({cell.dataset})"
-        rows.append(Row(r["label"], label, read_metrics(cells[(cell.qmodel, cell.pmodel, cell.dataset, cell.fusion)]), ref))
-    metrics = [f"top{k}" for k in spec["ks"]]
-    write_retrieval_table(rows, metrics, paper, a.csv, a.md, title=table["title"], measures=table.get("measures", []))
+        c = cells[(cell.qmodel, cell.pmodel, cell.dataset, cell.fusion)]
+        metrics = read_metrics(c["metrics"])
+        if table.get("measures"):  # against the test set's pooled qrels: the same judgments for every row
+            metrics["trec_eval"] = pooled.measures(c["run"], c["qrels"], table["measures"], metrics["questions"])
+        rows.append(Row(r["label"], label, metrics, ref))
+    notes = pooled.notes() if table.get("measures") else []
+    write_retrieval_table(rows, [f"top{k}" for k in spec["ks"]], paper, a.csv, a.md, title=table["title"],
+                          measures=table.get("measures", []), notes=notes)
 
 
 if __name__ == "__main__":

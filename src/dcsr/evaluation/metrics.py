@@ -39,13 +39,14 @@ def topk_recall(ranks: Sequence[int | None], ks: Sequence[int] = DEFAULT_KS) -> 
     return {f"top{k}": (100.0 * sum(1 for r in ranks if r is not None and r <= k) / n if n else 0.0) for k in ks}
 
 
-def standard_measures(run, flags, questions: int, gold_json=None) -> dict:
-    """``{"trec_eval": answer-match measures, "trec_eval_gold": gold measures}`` of a run read by
-    :func:`read_trec` (see :func:`evaluate_run`), computed by ir_measures."""
-    from dcsr.evaluation.trec_eval import ANSWER_MATCH_MEASURES, GOLD_MEASURES, gold_qrels, measure_run
+def standard_measures(run, gold_json=None) -> dict:
+    """``{"trec_eval_gold": gold measures}`` of a run read by :func:`read_trec` (see
+    :func:`evaluate_run`), computed by ir_measures, where the questions' gold passages are known.
+    Measures against answer-match judgments need the judgments of every run of the test set
+    (pooled qrels, rule pool_qrels): a table computes them, not the scoring of one run."""
+    from dcsr.evaluation.trec_eval import GOLD_MEASURES, gold_qrels, measure_run
 
-    qrels = {str(q): {str(pid): int(f) for (pid, _), f in zip(run.get(q, []), flags[q])} for q in range(questions)}
-    out = {"trec_eval": {"qrels": "answer-match", **measure_run(run, qrels, ANSWER_MATCH_MEASURES, questions)}}
+    out = {}
     if gold_json is not None:
         from dcsr.data.formats import iter_biencoder
 
@@ -85,10 +86,9 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     (:mod:`dcsr.data.passage_store`), from which only the retrieved passages are read. ``about``
     goes into the metrics as it is (how the run was made, e.g. its HasAns temperature).
 
-    Beside top-k, ``trec_eval`` holds MRR@10 and nDCG@10 against the run's answer-match qrels
-    (:mod:`dcsr.evaluation.trec_eval`), and with ``gold_json`` (the DPR dev JSON whose questions
-    are the test set, in order) ``trec_eval_gold`` holds them and recall@20/100 against its gold
-    passages."""
+    Beside top-k, with ``gold_json`` (the DPR dev JSON whose questions are the test set, in order)
+    ``trec_eval_gold`` holds MRR@10, nDCG@10 and recall@20/100 against its gold passages
+    (:mod:`dcsr.evaluation.trec_eval`)."""
     qas = list(iter_qas(qas_path))
     run = read_trec(run_trec)
     extra = sorted(q for q in run if not 0 <= q < len(qas))
@@ -115,7 +115,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
-    metrics.update(standard_measures(run, flags, len(qas), gold_json))
+    metrics.update(standard_measures(run, gold_json))
     with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
         json.dump(metrics, fh, indent=2)
         fh.write("\n")

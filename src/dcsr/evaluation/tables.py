@@ -105,8 +105,8 @@ def _fmt(v) -> str:
 def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: dict, out_csv, out_md,
                           title: str, notes: Sequence[str] = (), measures: Sequence[str] = ()) -> None:
     """Write a retrieval table (CSV long format + Markdown). ``measures`` (ir_measures names, e.g.
-    ``RR@10``) add the runs' standard measures against answer-match qrels (the metrics'
-    ``trec_eval``; :mod:`dcsr.evaluation.trec_eval`) after the top-k columns."""
+    ``RR@10``) add the runs' standard measures against their test set's pooled answer-match qrels
+    (each row's metrics' ``trec_eval``; :mod:`dcsr.evaluation.trec_eval`) after the top-k columns."""
     sources = {}
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
@@ -126,7 +126,7 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         for r in rows:
             for m in measures:
                 v = r.metrics.get("trec_eval", {}).get(m)
-                w.writerow([r.label, r.test_set, f"{m} (answer-match)", "" if v is None else f"{v:.2f}", "", "",
+                w.writerow([r.label, r.test_set, f"{m} (pooled answer-match)", "" if v is None else f"{v:.2f}", "", "",
                             r.metrics.get("questions", ""), "", ""])
     paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
     # DCSR rows rank passages by HasAns: which softmax temperature each used
@@ -163,8 +163,9 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                      "test set's dataset).")
     if measures:
         lines.append("- Columns marked *: the run's standard measure (ir_measures, trec_eval's code, on the TREC run "
-                     "file) against answer-match qrels, every retrieved passage judged by DPR's matching, x 100; "
-                     "comparable across rows through the matching only (dcsr.evaluation.trec_eval).")
+                     "file) x 100, against answer-match qrels pooled over every run of the config on the test set "
+                     "(TREC pooling: each passage some run retrieved within the depth, judged by DPR's matching), so "
+                     "every row of a test set is measured against the same judgments (dcsr.evaluation.trec_eval).")
     if weights:
         lines.append("- Dense weight: a hybrid row's weight w of linear fusion, w x dense + (1 - w) x BM25 of "
                      "min-max normalized scores, chosen on the dev questions of the test set's dataset "

@@ -3,11 +3,15 @@
 
 Two kinds of qrels (``qid 0 docid rel``, trec_eval's format):
 
-- **answer-match qrels** (:func:`answer_match_qrels`), for test sets without passage ids (DPR's
-  test CSVs): every passage a run retrieved is judged, relevant (1) when it holds an answer by
-  DPR's matching rules, else 0. They are a run's own judgments, labelled as such: two runs'
-  answer-match measures are comparable only through the answer-matching, and recall against
-  them is recall of what that run retrieved, so it is not reported.
+- **pooled answer-match qrels** (:func:`pooled_qrels`, rule ``pool_qrels``), for test sets
+  without passage ids (DPR's test CSVs): TREC pooling over every run the config makes on the
+  test set, each passage one of them retrieved within the scoring depth judged relevant (1) when
+  it holds an answer by DPR's matching rules, else 0. Every row of a table is measured against
+  the same judgments, so nDCG's ideal gain is the same for all of them; the pool's depth, runs
+  and counts are written beside it (``*.pool.json``) and in the table's notes. Recall against
+  them is recall of what the pool found, so it is not reported. (One run's own judgments,
+  :func:`answer_match_qrels`, remain for a user's trec_eval call: ``python -m
+  dcsr.evaluation.trec_eval qrels``.)
 - **gold qrels** (:func:`gold_qrels`), where the data knows the passage: the ``positive_ctxs``
   with a ``passage_id`` of DPR's train/dev JSON (and so every SQuAD-derived or generated
   dataset's dev questions, the ``<dataset>.dev`` test sets).
@@ -16,9 +20,14 @@ A run's ``# no hits: QID`` comment lines (a question BM25 found nothing for) are
 them (``grep -v '^#'``) before giving a run to trec_eval itself, which takes every line as a hit.
 
 trec_eval ranks a run by score (descending; ties by docid, descending), not by the rank column.
-Our runs' ranks follow the scores, but equal printed scores (DCSR's HasAns probabilities of
-far-down passages print as 0.000000) are ordered by docid there; answer-match top-k reads the
-rank column, so the two can differ inside such ties, never above them.
+Our runs' ranks follow the scores, and scores are written in full (:func:`dcsr.data.runs.write_trec`:
+DCSR's HasAns probabilities of far-down passages differ only past the 6th decimal), so trec_eval
+reads our ranking, except inside ties: trec_eval keeps a score as a 32-bit float, so scores
+that are equal, or closer than float32 resolves (about 6e-8 relative: HasAns and fusion scores
+are float64; FAISS's are float32 already), are ordered by docid there (our merge puts the smaller
+passage id first). ir_measures computes RR with its msmarco provider, which breaks such ties by
+docid ascending (as strings), and nDCG with pytrec_eval. Answer-match top-k reads the rank
+column, so the two can differ inside such ties, never above them.
 
 Why ``ir_measures`` and not a second implementation: it runs trec_eval's code (pytrec_eval) and
 parses the same files, which is what a reader compares our numbers with.
@@ -34,8 +43,6 @@ from dcsr.fsutil import atomic_open
 
 Qrels = dict[str, dict[str, int]]  # {qid: {docid: relevance}}
 
-#: The measures written beside answer-match top-k (ir_measures names).
-ANSWER_MATCH_MEASURES = ("RR@10", "nDCG@10")
 GOLD_MEASURES = ("RR@10", "nDCG@10", "R@20", "R@100")
 
 
@@ -47,6 +54,80 @@ def answer_match_qrels(questions_jsonl: str | os.PathLike) -> Qrels:
     judged = read_question_results(questions_jsonl, lambda rec: {str(pid): int(bool(flag)) for pid, flag in
                                                                  zip(rec["hits"], rec["has_answer"])})
     return {str(q): docs for q, docs in judged.items()}
+
+
+def pooled_qrels(questions_jsonls: Sequence[str | os.PathLike], depth: int) -> tuple[Qrels, dict]:
+    """Answer-match judgments pooled over runs of one test set (TREC pooling): every passage that
+    one of the runs retrieved within ``depth`` (their per-question results, ``*.questions.jsonl``),
+    1 when it holds an answer, else 0. Every question of the test set is there (a question no
+    run judged anything for has no judgments, and counts 0). Returns ``(qrels, about)``: the
+    pool's depth, runs, and counts of judged and relevant pairs."""
+    from dcsr.evaluation.question_results import read_question_results
+
+    qrels: Qrels = {}
+    questions = None
+    for path in questions_jsonls:
+        judged = read_question_results(path, lambda rec: list(zip(rec["hits"][:depth], rec["has_answer"][:depth])))
+        if questions is not None and len(judged) != questions:
+            raise InputError(str(path), f"has {len(judged)} questions, the other runs of the pool {questions}: "
+                                        "runs of one test set must cover the same questions")
+        questions = len(judged)
+        for q, hits in judged.items():
+            docs = qrels.setdefault(str(q), {})
+            for pid, flag in hits:
+                rel = int(bool(flag))
+                if docs.setdefault(str(pid), rel) != rel:
+                    raise InputError(str(path), f"judges passage {pid} for question {q} as {rel}, another run of the "
+                                                "pool as the opposite: the runs were scored with different answer "
+                                                "matching")
+    about = {"depth": depth, "runs": [str(p) for p in questions_jsonls], "questions": questions or 0,
+             "judged": sum(len(d) for d in qrels.values()),
+             "relevant": sum(r for d in qrels.values() for r in d.values())}
+    return qrels, about
+
+
+def pool_answer_match_qrels(questions_jsonls: Sequence[str | os.PathLike], depth: int,
+                            qrels_out: str | os.PathLike, info_out: str | os.PathLike) -> dict:
+    """:func:`pooled_qrels` written as trec_eval qrels and a JSON of what the pool holds."""
+    import json
+
+    qrels, about = pooled_qrels(questions_jsonls, depth)
+    write_qrels(qrels_out, qrels)
+    with atomic_open(info_out, "w", encoding="utf-8") as fh:
+        json.dump(about, fh, indent=2)
+    return about
+
+
+class PooledMeasures:
+    """Runs' standard measures against their test sets' pooled qrels (each qrels file read once),
+    and what the pools held, for the table's notes."""
+
+    def __init__(self):
+        self._qrels: dict[str, Qrels] = {}
+        self._about: dict[str, dict] = {}
+
+    def measures(self, run_trec: str | os.PathLike, qrels_path: str | os.PathLike, measures: Sequence[str],
+                 questions: int) -> dict[str, float]:
+        import json
+
+        from dcsr.data.runs import read_trec
+
+        key = str(qrels_path)
+        if key not in self._qrels:
+            self._qrels[key] = read_qrels(qrels_path)
+            info = os.path.splitext(key)[0] + ".pool.json"
+            with open(info, encoding="utf-8") as fh:
+                self._about[key] = json.load(fh)
+        return {"qrels": f"answer-match, pooled ({os.path.basename(key)})",
+                **measure_run(read_trec(run_trec), self._qrels[key], measures, questions)}
+
+    def notes(self) -> list[str]:
+        out = []
+        for key, about in sorted(self._about.items()):
+            out.append(f"Pooled qrels {os.path.basename(key)}: the top {about['depth']} of {len(about['runs'])} runs "
+                       f"of the config on these questions, {about['judged']} (question, passage) pairs judged, "
+                       f"{about['relevant']} holding an answer.")
+        return out
 
 
 def gold_qrels(records: Iterable[Mapping]) -> Qrels:

@@ -318,10 +318,54 @@ class Plan:
     def table_metrics(self, table):
         return [self.cell_metrics(c, cell) for c, cell in self.table_cells(table)]
 
+    def cell_run(self, corpus, cell):
+        """The TREC run of a table cell: its pair's, or its fusion's for a hybrid row."""
+        if cell.fusion:
+            return self.paths.HYBRID_RUN.format(corpus=corpus, fusion=cell.fusion, qmodel=cell.qmodel,
+                                                pmodel=cell.pmodel, dataset=cell.dataset)
+        return self.paths.RUN.format(corpus=corpus, qmodel=cell.qmodel, pmodel=cell.pmodel, dataset=cell.dataset)
+
+    def table_inputs(self, wc):
+        """make_table's inputs: every cell's metrics; with ``measures``, every cell's TREC run and
+        the pooled qrels of each test set it scores them against."""
+        inputs = {"metrics": self.table_metrics(wc.table)}
+        if self.config["tables"][wc.table].get("measures"):
+            cells = self.table_cells(wc.table)
+            inputs["runs"] = [self.cell_run(c, cell) for c, cell in cells]
+            inputs["qrels"] = sorted({self.paths.POOLED_QRELS.format(corpus=c, dataset=cell.dataset) for c, cell in cells})
+        return inputs
+
     def table_spec_cells(self, table):
-        """make_table's cells: each cell's pair, dataset, fusion and metrics file."""
+        """make_table's cells: each cell's pair, dataset, fusion and metrics file; with
+        ``measures``, its TREC run and its test set's pooled qrels."""
+        measures = bool(self.config["tables"][table].get("measures"))
         return [{"qmodel": cell.qmodel, "pmodel": cell.pmodel, "dataset": cell.dataset, "fusion": cell.fusion,
-                 "metrics": self.cell_metrics(c, cell)} for c, cell in self.table_cells(table)]
+                 "metrics": self.cell_metrics(c, cell),
+                 **({"run": self.cell_run(c, cell),
+                     "qrels": self.paths.POOLED_QRELS.format(corpus=c, dataset=cell.dataset)} if measures else {})}
+                for c, cell in self.table_cells(table)]
+
+    def pool(self, corpus, dataset):
+        """The per-question results of every run the config makes on ``dataset``'s questions over
+        ``corpus``: the tables' cells (BM25, dense pairs, hybrids), the runs they fuse, the
+        attribution pairs and the claims' seeds. Their judged hits, pooled, are the qrels that
+        every row's standard measures are computed against (TREC pooling)."""
+        runs = set()
+        for table in self.config["tables"]:
+            for c, cell in self.table_cells(table):
+                if c == corpus and cell.dataset == dataset and cell.fusion:
+                    runs.add(self.paths.HYBRID_QUESTIONS.format(corpus=c, fusion=cell.fusion, qmodel=cell.qmodel,
+                                                                pmodel=cell.pmodel, dataset=cell.dataset))
+            runs |= {self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)
+                     for c, q, p, d in self.table_runs(table) if (c, d) == (corpus, dataset)}
+        runs |= {self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)
+                 for c, q, p, d in self.dense_runs() if (c, d) == (corpus, dataset)}
+        if self.attribution().get("bm25", True) and dataset in self.attribution().get("test_sets", []):
+            runs.add(self.paths.QUESTION_RESULTS.format(corpus=corpus, qmodel="bm25", pmodel="bm25", dataset=dataset))
+        if not runs:
+            raise InputError("config", f"no run of the config searches {dataset!r} on corpus {corpus!r}, so there is "
+                                       "nothing to pool qrels from")
+        return sorted(runs)
 
     @functools.cache
     def hybrid_runs(self):
