@@ -143,6 +143,39 @@ def _prepare_hits_truncated(tmp: Path) -> None:
     _truncate(tmp / "hits.npz", 200)
 
 
+def _overwrite(path: Path, offset: int, data: bytes) -> None:
+    """Change bytes inside a file, its size and header intact (a disk error, a stray write)."""
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def _prepare_faiss_changed(tmp: Path) -> None:
+    _vectors(tmp)
+    np.save(tmp / "ids.npy", np.arange(4, dtype=np.int64))
+    # the last vector's last float (the 78-byte checksum trailer follows it) becomes 2.0
+    _overwrite(tmp / "shard.faiss", (tmp / "shard.faiss").stat().st_size - 78 - 4, np.float32(2.0).tobytes())
+
+
+def _prepare_vectors_changed(tmp: Path) -> None:
+    from dcsr.retrieval.embed import _save_npy
+
+    _save_npy(tmp / "vectors.npy", np.eye(4, 8, dtype=np.float32))
+    _overwrite(tmp / "vectors.npy", 128, np.float32(0.5).tobytes())  # the first vector's first value
+
+
+def _prepare_weights_changed(tmp: Path) -> None:
+    from dcsr.models.biencoder import build_biencoder, save_biencoder
+    from dcsr.models.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
+    from dcsr.models.tiny import make_tiny_bert
+
+    init = make_tiny_bert(tmp / "init", resolve_checkpoint(VOCAB_OF_TINY))
+    tokenizer, model = build_biencoder(str(init))
+    save_biencoder(model, tokenizer, tmp / "model", {"method": "dpr"})
+    weights = tmp / "model" / "passage_encoder" / "model.safetensors"
+    _overwrite(weights, weights.stat().st_size - 4, np.float32(2.0).tobytes())
+
+
 def _prepare_bm25_index(tmp: Path) -> None:
     bm25.build_index(tmp / "corpus.tsv", tmp / "bm25-index")
 
@@ -160,6 +193,12 @@ def _load_encoder(name: str):
     return call
 
 
+def _load_biencoder(path: Path):
+    from dcsr.models.biencoder import load_biencoder
+
+    load_biencoder(path)
+
+
 def _build_biencoder(name: str):
     def call(tmp: Path):
         from dcsr.models.biencoder import build_biencoder
@@ -174,7 +213,7 @@ CASES: dict[str, Case] = {
     "corpus-wrong-field-count": corpus_case(
         "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\tBerlin is the capital of Germany.\n",
         "{tmp}/corpus.tsv:3: expected 3 tab-separated fields (id, text, title), found 2; "
-        "a field holding a tab, a newline or a '\"' must be csv-quoted"),
+        "a field holding a tab or a '\"' must be csv-quoted"),
     "corpus-missing-header": corpus_case(
         "1\tParis is the capital of France.\tParis\n",
         "{tmp}/corpus.tsv:1: expected the header row 'id<TAB>text<TAB>title', found "
@@ -183,6 +222,28 @@ CASES: dict[str, Case] = {
     "corpus-id-not-integer": corpus_case(
         "id\ttext\ttitle\nwiki:1\tParis is the capital of France.\tParis\n",
         "{tmp}/corpus.tsv:2: passage id 'wiki:1' is not an integer"),
+    "corpus-negative-id": corpus_case(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n-1\tBerlin is the capital of Germany.\tBerlin\n",
+        "{tmp}/corpus.tsv:3: passage id -1 is negative; passage ids must be 0 or more (FAISS marks a missing "
+        "hit with -1): renumber the passages"),
+    "corpus-id-not-plain-digits": corpus_case(
+        "id\ttext\ttitle\n1_000\tParis is the capital of France.\tParis\n",
+        "{tmp}/corpus.tsv:2: passage id '1_000' is not an integer"),
+    "corpus-unbalanced-quote": corpus_case(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\t\"Berlin is the capital of Germany.\tBerlin\n"
+        "3\tThe Eiffel Tower was designed by Gustave Eiffel's company.\tEiffel Tower\n"
+        "4\tMount Everest is \"the roof of the world\".\tEverest\n",
+        "{tmp}/corpus.tsv:3: a field that opens with '\"' runs on over a line break (to line 5), joining lines "
+        "into one passage: an unbalanced quote; csv-quote the field (\"...\" with each inner \" doubled) or "
+        "remove the quote"),
+    "corpus-unbalanced-quote-to-the-end": corpus_case(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\t\"Berlin is the capital of Germany.\tBerlin\n",
+        "{tmp}/corpus.tsv:3: a field that opens with '\"' runs on over a line break (to the end of the file), "
+        "joining lines into one passage: an unbalanced quote; csv-quote the field (\"...\" with each inner \" "
+        "doubled) or remove the quote"),
+    "corpus-empty-text": corpus_case(
+        "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n2\t \tBerlin\n",
+        "{tmp}/corpus.tsv:3: passage 2 has an empty text; give it its text or drop the row"),
     "corpus-duplicate-id": corpus_case(
         CORPUS_TEXT + "2\tBerlin again.\tBerlin\n",
         "{tmp}/corpus.tsv:6: passage id 2 occurs a second time; passage ids must be unique "
@@ -222,6 +283,22 @@ CASES: dict[str, Case] = {
         "capital of France?\t['Paris']\ncapital of Germany?\t[]\nhighest mountain?\t['Everest']\n",
         "{tmp}/qa.csv:2: the question has no answers (an empty list); give at least one answer string "
         "or drop the question"),
+    "qas-empty-answer-string": qas_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\t['Berlin', '']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: answer 1 ('') is empty, and an empty answer matches every passage; remove it from the "
+        "answer list"),
+    "qas-blank-answer-string": qas_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\t[' \\u200b']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: answer 0 (' \\u200b') is empty, and an empty answer matches every passage; remove it "
+        "from the answer list"),
+    "qas-empty-question": qas_case(
+        "capital of France?\t['Paris']\n\t['Berlin']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: the question is empty; write it before the tab, or drop the line"),
+    "qas-unbalanced-quote": qas_case(
+        "\"capital of France?\t['Paris']\ncapital of Germany?\t['Berlin']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:1: a field that opens with '\"' runs on over a line break (to line 3), joining lines into "
+        "one question: an unbalanced quote; csv-quote the field (\"...\" with each inner \" doubled) or remove "
+        "the quote"),
     "qas-not-utf8": qas_case(
         "capital of France?\t['Paris']\nwhere is Z\xfcrich?\t['Switzerland']\n".encode("latin-1"),
         "{tmp}/qa.csv:2: not UTF-8 text (byte 0xfc at byte offset 39); re-encode the file as UTF-8, "
@@ -246,6 +323,10 @@ CASES: dict[str, Case] = {
     "train-answers-not-a-list": train_case(
         '[\n{"question": "capital of France?", "answers": "Paris", "positive_ctxs": []}\n]\n',
         "{tmp}/train.json:2 (record 0): 'answers' must be a list of strings"),
+    "train-empty-answer-string": train_case(
+        json_text([record(answers=("Paris", ""))]),
+        "{tmp}/train.json:2 (record 0): answer 1 ('') is empty, and an empty answer matches every passage; "
+        "remove it from the answer list"),
     "train-no-positive": train_case(
         json_text([record(), record(question="capital of Germany?", positive_ctxs=[])]),
         "{tmp}/train.json:17 (record 1): record has no 'positive_ctxs' (training needs a positive passage per "
@@ -277,6 +358,14 @@ CASES: dict[str, Case] = {
     "run-non-integer-docid": run_case(
         GOOD_RUN.replace("1 Q0 2 2", "1 Q0 doc2 2"),
         "{tmp}/run.trec:4: qid, docid and rank must be integers, score a number"),
+    "run-nan-score": run_case(
+        GOOD_RUN + "2 Q0 3 3 nan t\n",
+        "{tmp}/run.trec:7: score 'nan' is not a number; a NaN score has no place in a ranking (trec_eval would "
+        "order it arbitrarily)"),
+    "run-duplicate-passage": run_case(
+        GOOD_RUN + "2 Q0 1 3 0.1 t\n",
+        "{tmp}/run.trec:7: passage 1 is listed a second time for question 2; a run ranks each passage once per "
+        "question"),
     "run-missing-questions": run_case(
         "".join(line + "\n" for line in GOOD_RUN.splitlines() if not line.startswith("1 ")),
         "{tmp}/run.trec: lacks 1 of the 3 questions of {tmp}/qa.csv (0-based: 1); search them again "
@@ -298,6 +387,10 @@ CASES: dict[str, Case] = {
         "{tmp}/shard.faiss: not a readable FAISS index (truncated or corrupt); delete it and build it again "
         "with index_shard.py",
         prepare=_prepare_faiss_garbage, script="search_shard.py", args=SEARCH_ARGS),
+    "faiss-vectors-changed": Case(
+        "{tmp}/shard.faiss: does not match the checksum written when it was made; it is corrupt or was changed: "
+        "delete it and build it again with index_shard.py",
+        prepare=_prepare_faiss_changed, script="search_shard.py", args=SEARCH_ARGS),
     "npy-ids-vectors-disagree": Case(
         "{tmp}/ids.npy: has 3 ids but the index {tmp}/shard.faiss holds 4 vectors; the two files come from "
         "different runs of the shard: embed and index it again",
@@ -310,6 +403,11 @@ CASES: dict[str, Case] = {
         "{tmp}/vectors.npy: not a readable .npy array (truncated or corrupt); delete it and let the step "
         "that writes it run again",
         prepare=_prepare_vectors_truncated, script="index_shard.py",
+        args=["--vectors", "{tmp}/vectors.npy", "--index", "{tmp}/out/shard.faiss"]),
+    "npy-vectors-changed": Case(
+        "{tmp}/vectors.npy: does not match the checksum written when it was made; it is corrupt or was changed: "
+        "delete it and let the step that writes it run again",
+        prepare=_prepare_vectors_changed, script="index_shard.py",
         args=["--vectors", "{tmp}/vectors.npy", "--index", "{tmp}/out/shard.faiss"]),
     "npz-truncated-hits": Case(
         "{tmp}/hits.npz: not a readable shard hits file (truncated or corrupt); delete it and search the "
@@ -337,6 +435,10 @@ CASES: dict[str, Case] = {
         "{tmp}/model: is a directory without config.json, so not a Hugging Face checkpoint; give the "
         "directory that save_pretrained wrote",
         files={"model/pytorch_model.bin": b"\0"}, call=lambda tmp: _build_biencoder(str(tmp / "model"))(tmp)),
+    "model-weights-changed": Case(
+        "{tmp}/model/passage_encoder/model.safetensors: does not match the checksum written when it was made; "
+        "it is corrupt or was changed: delete the model {tmp}/model and train it again",
+        prepare=_prepare_weights_changed, call=lambda tmp: _load_biencoder(tmp / "model")),
     "encoder-path-is-a-file": Case(
         "{tmp}/model.bin: is a file, not a checkpoint directory; give the directory that holds its config.json",
         files={"model.bin": b"\0"}, call=lambda tmp: _load_encoder(str(tmp / "model.bin"))(tmp)),
@@ -397,5 +499,10 @@ def test_a_question_without_hits_is_not_a_missing_question(tmp_path):
     write_trec(tmp_path / "r.trec", {0: [(1, 2.0)], 1: [], 2: [(4, 1.0)]}, tag="t")
     assert "# no hits: 1" in (tmp_path / "r.trec").read_text().splitlines()
     m = evaluate_run(tmp_path / "r.trec", tmp_path / "q.csv", tmp_path / "c.tsv", tmp_path / "m.json", ks=(1,))
-    assert {k: v for k, v in m.items() if k != "trec_eval"} == {"questions": 3, "match": "string", "top1": 200 / 3}
-    assert m["trec_eval"]["RR@10"] == 200 / 3  # the question without hits counts 0 in the standard measures too
+    assert m == {"questions": 3, "match": "string", "top1": 200 / 3}
+    # the question without hits counts 0 in the standard measures too
+    from dcsr.data.runs import read_trec
+    from dcsr.evaluation.trec_eval import measure_run
+
+    qrels = {"0": {"1": 1}, "2": {"4": 1}}
+    assert measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10"], questions=3)["RR@10"] == 200 / 3

@@ -72,3 +72,33 @@ def test_question_sets_share_one_model_load_and_match_single_sets(tmp_path, tiny
     embed.embed_questions(tmp_path / "m", ["where is the castle?"], tmp_path / "single.npy", progress=False)
     np.testing.assert_allclose(np.load(tmp_path / "b.npy"), np.load(tmp_path / "single.npy"), rtol=1e-5, atol=1e-6)
     assert np.load(tmp_path / "a.npy").shape == (2, 32)
+
+
+def test_every_npy_of_a_shard_carries_its_checksum(tmp_path, tiny_bert, caplog):
+    """The vectors, ids and sentence numbers of a shard and the question vectors end with the
+    checksum trailer (dcsr.integrity): np.load reads them unchanged, load_npy verifies them
+    (without a warning), and a changed value is refused."""
+    import pytest
+
+    from dcsr.errors import InputError
+    from dcsr.integrity import TRAILER_SIZE, verify
+    from dcsr.retrieval.index import load_npy
+
+    tok, model = build_biencoder(str(tiny_bert))
+    save_biencoder(model, tok, tmp_path / "m", {"pooling": "cls"})
+    write_corpus(tmp_path / "c.tsv", [Passage(1, "some text", "t"), Passage(2, "more text", "u")])
+    embed_corpus_shard(tmp_path / "m", tmp_path / "c.tsv", 0, 1, tmp_path / "v.npy", tmp_path / "i.npy",
+                       out_sentences=tmp_path / "s.npy", progress=False)
+    embed_questions(tmp_path / "m", ["who?"], tmp_path / "q.npy", progress=False)
+    for name in ("v.npy", "i.npy", "s.npy", "q.npy"):
+        assert verify(tmp_path / name, "rerun") is True
+        assert (tmp_path / name).read_bytes()[-TRAILER_SIZE:].startswith(b"\ndcsr-sha256 ")
+    with caplog.at_level("WARNING"):
+        np.testing.assert_array_equal(load_npy(tmp_path / "i.npy", ndim=1), [1, 2])
+        assert load_npy(tmp_path / "v.npy", ndim=2, mmap_mode="r").shape == (2, 32)
+    assert not caplog.records
+    data = bytearray((tmp_path / "v.npy").read_bytes())
+    data[200] ^= 1
+    (tmp_path / "v.npy").write_bytes(bytes(data))
+    with pytest.raises(InputError, match="v.npy: does not match the checksum written when it was made"):
+        load_npy(tmp_path / "v.npy")

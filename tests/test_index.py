@@ -113,3 +113,42 @@ def test_search_shows_a_bar_on_stderr_and_the_same_hits_without_it(tmp_path, cap
     a, b = np.load(tmp_path / "a.npz"), np.load(tmp_path / "b.npz")
     np.testing.assert_array_equal(a["ids"], b["ids"])
     np.testing.assert_array_equal(a["scores"], b["scores"])
+
+
+def test_an_index_carries_its_checksum_and_a_changed_one_is_refused(tmp_path, caplog):
+    """index_shard seals the index with a SHA-256 trailer (dcsr.integrity) that faiss ignores;
+    read_index verifies it. A vector changed in place (header intact, which FAISS reads without
+    complaint) and a damaged trailer are refused; an index written before checksums (no trailer)
+    is read with a warning."""
+    import faiss
+
+    from dcsr.integrity import MAGIC, TRAILER_SIZE
+    from dcsr.retrieval.index import read_index
+
+    x = np.eye(4, 8, dtype=np.float32)
+    np.save(tmp_path / "v.npy", x)
+    index_shard(tmp_path / "v.npy", tmp_path / "s.faiss")
+    data = (tmp_path / "s.faiss").read_bytes()
+    assert data[-TRAILER_SIZE:].startswith(MAGIC) and data[-1:] == b"\n"
+    with caplog.at_level("WARNING"):
+        assert read_index(tmp_path / "s.faiss", use_gpu=False).ntotal == 4
+    assert not [r for r in caplog.records if "s.faiss" in r.getMessage()]
+    assert faiss.read_index(str(tmp_path / "s.faiss")).ntotal == 4  # plain faiss reads it too
+
+    changed = bytearray(data)
+    changed[-TRAILER_SIZE - 4:-TRAILER_SIZE] = np.float32(2.0).tobytes()  # the last vector's last value
+    (tmp_path / "changed.faiss").write_bytes(bytes(changed))
+    assert faiss.read_index(str(tmp_path / "changed.faiss")).ntotal == 4  # what went unnoticed before
+    with pytest.raises(InputError, match=r"changed.faiss: does not match the checksum written when it was made; "
+                                         r"it is corrupt or was changed: delete it and build it again"):
+        read_index(tmp_path / "changed.faiss", use_gpu=False)
+
+    (tmp_path / "trailer.faiss").write_bytes(data[:-10] + b"0" * 9 + b"\n")  # the digest damaged
+    with pytest.raises(InputError, match="does not match the checksum"):
+        read_index(tmp_path / "trailer.faiss", use_gpu=False)
+
+    (tmp_path / "old.faiss").write_bytes(data[:-TRAILER_SIZE])
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert read_index(tmp_path / "old.faiss", use_gpu=False).ntotal == 4
+    assert any("old.faiss has no checksum" in r.getMessage() for r in caplog.records)

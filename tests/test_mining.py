@@ -53,6 +53,8 @@ def _spread(model_dir):
     for every text (scores within 1e-5), so float rounding, not the miner, would order the hits."""
     from transformers import AutoModel
 
+    from dcsr.models.biencoder import weight_digests
+
     gen = torch.Generator().manual_seed(0)
     for side in ("question_encoder", "passage_encoder"):
         enc = AutoModel.from_pretrained(model_dir / side)
@@ -60,6 +62,9 @@ def _spread(model_dir):
             for p in enc.parameters():
                 p.add_(torch.randn(p.shape, generator=gen) * 0.3)
         enc.save_pretrained(model_dir / side)
+    meta = json.loads((model_dir / "dcsr.json").read_text())  # the changed weights' digests
+    meta["weights_sha256"] = weight_digests(model_dir)
+    (model_dir / "dcsr.json").write_text(json.dumps(meta))
 
 
 def _shards(folder, model, corpus, sentences, n):

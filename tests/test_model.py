@@ -111,6 +111,33 @@ def test_save_load_round_trip(tok_model, tmp_path):
     assert json.loads((out / "dcsr.json").read_text())["step"] == 8
 
 
+def test_saved_weights_carry_their_digests(tok_model, tmp_path):
+    """dcsr.json records the SHA-256 of every weight file; loading checks them, so a changed
+    file is refused (a model saved before digests, without the key, still loads)."""
+    import hashlib
+
+    tokenizer, model = tok_model
+    out = tmp_path / "enc"
+    save_biencoder(model, tokenizer, out, {"method": "dpr"})
+    meta = json.loads((out / "dcsr.json").read_text())
+    files = {f"{sub}/model.safetensors" for sub in ("question_encoder", "passage_encoder")}
+    assert meta["weights_sha256"] == {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in files}
+    weights = out / "question_encoder" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"^" + str(weights).replace(".", r"\.") + ": does not match the checksum"):
+        load_biencoder(out)
+    del meta["weights_sha256"]
+    (out / "dcsr.json").write_text(json.dumps(meta))
+    load_biencoder(out)
+    weights.unlink()
+    meta["weights_sha256"] = {"question_encoder/model.safetensors": "0" * 64}
+    (out / "dcsr.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="is missing, but it was written with the model"):
+        load_biencoder(out)
+
+
 def test_load_rejects_a_plain_checkpoint(tiny_bert):
     with pytest.raises(InputError, match="dcsr.json"):
         load_biencoder(tiny_bert)

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import sys
+import unicodedata
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +49,13 @@ class QA:
 
 
 def open_text(path: str | os.PathLike, mode: str = "r"):
-    """Open a text file, gunzipping ``*.gz`` transparently."""
+    """Open a text file, gunzipping ``*.gz`` transparently; reading skips a UTF-8 byte order
+    mark (an editor's: it would otherwise spoil the corpus header or a JSON file's '[')."""
     path = str(path)
+    encoding = "utf-8-sig" if "r" in mode else "utf-8"
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, mode.replace("t", "") + "b"), encoding="utf-8", newline="")
-    return open(path, mode, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, mode.replace("t", "") + "b"), encoding=encoding, newline="")
+    return open(path, mode, encoding=encoding, newline="")
 
 
 def utf8_error_at(path: str | os.PathLike) -> tuple[int, int, int] | None:
@@ -98,11 +101,48 @@ def read_text(path: str | os.PathLike):
 # --------------------------------------------------------------------------- corpus
 
 
+def passage_id(text: str, path, line: int) -> int:
+    """A corpus's passage id: decimal digits, at least 0 (FAISS pads a short hit list with -1,
+    so a negative id would be read as "no hit") and below 2^63 (ids are stored as int64)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        raise InputError(at(path, line), f"passage id {text!r} is not an integer") from None
+    if pid < 0:
+        raise InputError(at(path, line), f"passage id {pid} is negative; passage ids must be 0 or more "
+                                         "(FAISS marks a missing hit with -1): renumber the passages")
+    if not text.isascii() or not text.isdigit():
+        raise InputError(at(path, line), f"passage id {text!r} is not an integer")
+    if pid >= 1 << 63:
+        raise InputError(at(path, line), f"passage id {pid} does not fit in 64 bits; renumber the passages")
+    return pid
+
+
+def check_one_line(path, row: list[str], first: int, last: int, what: str) -> None:
+    """A record of a TSV (the csv reader's ``row``, read from lines ``first`` .. ``last``) lies on
+    one line. A field that opens with '"' runs on to the next '"': an unbalanced quote would
+    silently join the following lines into this record (and drop them as records)."""
+    if last == first and not any("\n" in f or "\r" in f for f in row):
+        return
+    to = f"to line {last}" if last > first else "to the end of the file"
+    raise InputError(at(path, first), f"a field that opens with '\"' runs on over a line break ({to}), joining "
+                                      f"lines into one {what}: an unbalanced quote; csv-quote the field "
+                                      "(\"...\" with each inner \" doubled) or remove the quote")
+
+
+def one_line(field: object) -> object:
+    """A field as the TSV writers write it: line breaks as spaces (DPR's TSV formats hold one
+    record per line; every tokenizer downstream reads a line break as a space)."""
+    if isinstance(field, str) and ("\n" in field or "\r" in field):
+        return field.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    return field
+
+
 def iter_passages(path: str | os.PathLike) -> Iterator[Passage]:
     """Stream the passages of a DPR corpus TSV, checking every row (and that no passage id
     repeats: a bitmap of the ids seen, 2.6 MB for DPR's 21M ids)."""
     seen = bytearray()  # bit i: id i seen (ids 0 .. 2^28, at most 32 MB)
-    seen_other: set[int] = set()  # negative or huge ids
+    seen_other: set[int] = set()  # huge ids
     n = 0
     with read_text(path) as fh:
         reader = csv.reader(fh, delimiter="\t")
@@ -114,19 +154,19 @@ def iter_passages(path: str | os.PathLike) -> Iterator[Passage]:
         if [h.strip().lower() for h in header] != CORPUS_HEADER:
             raise InputError(at(path, 1), f"expected the header row 'id<TAB>text<TAB>title', found {header!r}; "
                                           "add that header as the first line (DPR's psgs_w100.tsv has it)")
+        last_line = reader.line_num
         for row in reader:
-            line = reader.line_num
+            first, line = last_line + 1, reader.line_num
+            last_line = line
+            check_one_line(path, row, first, line, "passage")
             if len(row) != 3:
                 raise InputError(at(path, line), f"expected 3 tab-separated fields (id, text, title), found {len(row)}; "
-                                                 "a field holding a tab, a newline or a '\"' must be csv-quoted")
+                                                 "a field holding a tab or a '\"' must be csv-quoted")
             pid, text, title = row
-            try:
-                pid_int = int(pid)
-            except ValueError:
-                raise InputError(at(path, line), f"passage id {pid!r} is not an integer")
+            pid_int = passage_id(pid, path, line)
             if not text.strip():
-                raise InputError(at(path, line), f"passage {pid} has an empty text")
-            if 0 <= pid_int < 1 << 28:
+                raise InputError(at(path, line), f"passage {pid} has an empty text; give it its text or drop the row")
+            if pid_int < 1 << 28:
                 byte, bit = pid_int >> 3, 1 << (pid_int & 7)
                 if byte >= len(seen):
                     seen.extend(bytes(max(byte + 1 - len(seen), len(seen))))
@@ -151,7 +191,7 @@ def write_corpus(path: str | os.PathLike, passages: Iterable[Passage]) -> int:
         writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
         writer.writerow(CORPUS_HEADER)
         for p in passages:
-            writer.writerow([p.id, p.text, p.title])
+            writer.writerow([p.id, one_line(p.text), one_line(p.title)])
             n += 1
     return n
 
@@ -287,6 +327,7 @@ def iter_biencoder_at(path: str | os.PathLike, require_positive: bool = True) ->
         answers = rec["answers"]
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError(where, "'answers' must be a list of strings")
+        check_answers(answers, where)
         out = {"question": rec["question"], "answers": answers}
         for key in ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs"):
             ctxs = rec.get(key, [])
@@ -323,6 +364,15 @@ def write_biencoder(path: str | os.PathLike, records: Iterable[dict]) -> int:
 # --------------------------------------------------------------------------- qas
 
 
+def check_answers(answers: list[str], where: str) -> None:
+    """No answer is empty: DPR's matching finds an answer without a word (``''``, spaces,
+    invisible characters: no token of DrQA's tokenizer) in every passage."""
+    for i, answer in enumerate(answers):
+        if all(unicodedata.category(c)[0] in "ZC" for c in answer):  # no token (dcsr.data.answers)
+            raise InputError(where, f"answer {i} ({answer!r}) is empty, and an empty answer matches every "
+                                    "passage; remove it from the answer list")
+
+
 def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
     """Stream a DPR qas TSV: ``question<TAB>['answer', ...]`` per line, no header. Every
     question needs an answer (it could never be scored otherwise), and a file without any
@@ -330,16 +380,19 @@ def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
     n = 0
     with read_text(path) as fh:
         reader = csv.reader(fh, delimiter="\t")
+        last_line = 0
         for row in reader:
-            line = reader.line_num
+            first, line = last_line + 1, reader.line_num
+            last_line = line
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
+            check_one_line(path, row, first, line, "question")
             if len(row) < 2:
                 raise InputError(at(path, line), "expected 'question<TAB>answers', found one field; "
                                                  "separate the question from its answer list with a tab")
             question, raw = row[0], row[1]
             if not question.strip():
-                raise InputError(at(path, line), "empty question")
+                raise InputError(at(path, line), "the question is empty; write it before the tab, or drop the line")
             try:
                 answers = ast.literal_eval(raw)
             except (ValueError, SyntaxError):
@@ -350,6 +403,7 @@ def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
             if not answers:
                 raise InputError(at(path, line), "the question has no answers (an empty list); "
                                                  "give at least one answer string or drop the question")
+            check_answers(answers, at(path, line))
             n += 1
             yield QA(question, answers)
     if n == 0:
@@ -366,7 +420,7 @@ def write_qas(path: str | os.PathLike, qas: Iterable[QA]) -> int:
     with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
         for qa in qas:
-            writer.writerow([qa.question, repr(list(qa.answers))])
+            writer.writerow([one_line(qa.question), repr(list(qa.answers))])
             n += 1
     return n
 
@@ -384,12 +438,25 @@ def iter_sentence_table(path: str | os.PathLike) -> Iterator[tuple[int, int, int
         header = fh.readline().rstrip("\n").split("\t")
         if header != SENTENCES_HEADER:
             raise InputError(at(path, 1), f"expected header {SENTENCES_HEADER}, found {header}")
+        previous, expected, done = None, 0, 0  # the passage, its next sentence number, where its last one ended
         for line_no, line in enumerate(fh, start=2):
             parts = line.rstrip("\n").split("\t")
             try:
                 pid, sid, start, end = (int(x) for x in parts)
             except ValueError:
                 raise InputError(at(path, line_no), "expected 4 integer fields (passage_id, sentence, start, end)")
+            if pid != previous:
+                previous, expected, done = pid, 0, 0
+            # a passage's rows, apart or out of order, would silently lose sentences downstream
+            if sid != expected:
+                raise InputError(at(path, line_no), f"sentence {sid} of passage {pid}, expected {expected}: a "
+                                                    "passage's sentences are rows 0, 1, ... together; the table is "
+                                                    "damaged, split the corpus again")
+            if not done <= start < end:
+                raise InputError(at(path, line_no), f"sentence span {start}..{end} of passage {pid} is empty or "
+                                                    "overlaps the sentence before; the table is damaged, split the "
+                                                    "corpus again")
+            expected, done = sid + 1, end
             yield pid, sid, start, end
 
 
@@ -428,9 +495,3 @@ def output_folder(folder: str | os.PathLike):
                 break
             d.rmdir()
         raise
-
-
-def ensure_parent(path: str | os.PathLike) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    return p

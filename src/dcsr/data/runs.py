@@ -28,27 +28,39 @@ _NO_HITS_RE = re.compile(r"#\s*no hits:\s*(-?\d+)\s*")
 
 
 def write_trec(path: str | os.PathLike, run: Mapping[int, Hits] | Iterable[tuple[int, Hits]], tag: str) -> None:
-    """Write a run (atomically); a question with an empty hit list gets a ``# no hits`` line."""
+    """Write a run (atomically); a question with an empty hit list gets a ``# no hits`` line.
+
+    Scores are written in full (``repr`` of the float: the shortest text that reads back as the
+    same float), not rounded: trec_eval and ir_measures rank by the score column, ties by docid,
+    so scores that differ only past a rounding (DCSR's HasAns probabilities far down a ranking)
+    must stay apart for them to rank as we do (trec_eval keeps a score as a float32, so ties
+    closer than that remain: :mod:`dcsr.evaluation.trec_eval`)."""
     items = run.items() if isinstance(run, Mapping) else run
     with atomic_open(path, "w", encoding="utf-8") as fh:
         for qid, hits in sorted(items, key=lambda kv: kv[0]):
             if not hits:
                 fh.write(NO_HITS.format(qid=qid) + "\n")
             for rank, (pid, score) in enumerate(hits, start=1):
-                fh.write(f"{qid} Q0 {pid} {rank} {float(score):.6f} {tag}\n")
+                fh.write(f"{qid} Q0 {pid} {rank} {float(score)!r} {tag}\n")
 
 
 def iter_trec(path: str | os.PathLike) -> Iterator[tuple[int, int | None, int, float]]:
     """The lines of a TREC run, streamed, as ``(qid, pid, rank, score)``; a ``# no hits: QID``
     line as ``(qid, None, 0, 0.0)``. The one parser of the format: a malformed line is an
     :class:`InputError` naming the file and line."""
+    for _line, *hit in iter_trec_lines(path):
+        yield tuple(hit)
+
+
+def iter_trec_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, int | None, int, float]]:
+    """:func:`iter_trec` with each hit's line number first: ``(line, qid, pid, rank, score)``."""
     try:
         with open(path, encoding="utf-8") as fh:
             for line_no, line in enumerate(fh, start=1):
                 if line.lstrip().startswith("#"):
                     m = _NO_HITS_RE.fullmatch(line.strip())
                     if m:
-                        yield int(m.group(1)), None, 0, 0.0
+                        yield line_no, int(m.group(1)), None, 0, 0.0
                     continue
                 parts = line.split()
                 if not parts:
@@ -56,22 +68,32 @@ def iter_trec(path: str | os.PathLike) -> Iterator[tuple[int, int | None, int, f
                 if len(parts) != 6:
                     raise InputError(at(path, line_no), f"expected 6 fields: qid Q0 docid rank score tag, found {len(parts)}")
                 try:
-                    yield int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
+                    qid, pid, rank, score = int(parts[0]), int(parts[2]), int(parts[3]), float(parts[4])
                 except ValueError:
                     raise InputError(at(path, line_no), "qid, docid and rank must be integers, score a number")
+                if score != score:
+                    raise InputError(at(path, line_no), f"score {parts[4]!r} is not a number; a NaN score has no "
+                                                        "place in a ranking (trec_eval would order it arbitrarily)")
+                yield line_no, qid, pid, rank, score
     except UnicodeDecodeError:
         raise not_utf8(path) from None
 
 
 def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
     """Read a TREC run; hits of each question come back best first (``# no hits`` questions
-    with an empty list)."""
+    with an empty list). A passage listed twice for one question is an :class:`InputError`: it
+    would take two of the top k places (and trec_eval keeps one of its scores)."""
     run: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
-    for qid, pid, rank, score in iter_trec(path):
+    seen: dict[int, set[int]] = defaultdict(set)
+    for line, qid, pid, rank, score in iter_trec_lines(path):
         if pid is None:
             run[qid]  # noqa: B018 - present, without hits
-        else:
-            run[qid].append((rank, pid, score))
+            continue
+        if pid in seen[qid]:
+            raise InputError(at(path, line), f"passage {pid} is listed a second time for question {qid}; a run "
+                                             "ranks each passage once per question")
+        seen[qid].add(pid)
+        run[qid].append((rank, pid, score))
     return {q: [(pid, s) for _, pid, s in sorted(hits)] for q, hits in run.items()}
 
 

@@ -5,7 +5,8 @@ reads, and every downstream stage consumes)::
 
     out_dir/question_encoder/   Hugging Face ``save_pretrained`` model + tokenizer
     out_dir/passage_encoder/    Hugging Face ``save_pretrained`` model + tokenizer
-    out_dir/dcsr.json           meta: pooling, normalize, scale, max lengths, method, base checkpoint, step
+    out_dir/dcsr.json           meta: pooling, normalize, scale, max lengths, method, base checkpoint, step,
+                                and ``weights_sha256``: the digest of each weight file, checked at load
 
 Pooling is a hook, :meth:`BiEncoder.pool`, that reads the whole tokenized batch: DPR takes
 the [CLS] vector, "mean" a masked mean, and a batch that carries ``pool_positions`` (flat
@@ -40,6 +41,7 @@ from dcsr.models.checkpoints import (checkpoint_dir, init_pair, looks_like_path,
                                      st_modules)
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
+from dcsr.integrity import check_file_digests, file_digests
 from dcsr.settings import POOLINGS, TRAIN
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ META_FILE = "dcsr.json"
 QUESTION_DIR = "question_encoder"
 PASSAGE_DIR = "passage_encoder"
 FORMAT_VERSION = 1
+#: The files whose digests ``dcsr.json`` records (``weights_sha256``) and loading checks.
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 # Keys of a tokenized batch that go into the Hugging Face model; everything else in the
 # batch dict (pool_positions, ...) is for the pooling hook only.
@@ -499,9 +503,18 @@ def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, met
     full = {"format_version": FORMAT_VERSION, **model.similarity, **dict(meta)}
     if model.similarity_source:
         full.setdefault("similarity_source", model.similarity_source)
+    full["weights_sha256"] = weight_digests(out_dir)
     with open(out_dir / META_FILE, "w", encoding="utf-8") as fh:
         json.dump(full, fh, indent=1, sort_keys=True)
         fh.write("\n")
+
+
+def weight_digests(model_dir: str | os.PathLike) -> dict[str, str]:
+    """``{path: sha256}`` of the weight files of a saved bi-encoder, paths relative to it: what its
+    ``dcsr.json`` records as ``weights_sha256`` and :func:`load_biencoder` checks."""
+    model_dir = Path(model_dir)
+    return file_digests(model_dir, [f"{sub}/{f.name}" for sub in (QUESTION_DIR, PASSAGE_DIR)
+                                    for f in (model_dir / sub).iterdir() if f.suffix in WEIGHT_SUFFIXES])
 
 
 def save_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
@@ -534,13 +547,15 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
     """``(tokenizer, BiEncoder, meta)`` from a directory written by :func:`save_biencoder`.
 
     The model is on ``device`` in eval mode; the tokenizer is the question encoder's (both
-    directories hold the same one).
+    directories hold the same one). Weight files whose digest (``weights_sha256`` of
+    ``dcsr.json``; models saved before it have none) does not match are an :class:`InputError`.
     """
     path = Path(path)
     meta = read_meta(path)
     for sub in (QUESTION_DIR, PASSAGE_DIR):
         if not (path / sub).is_dir():
             raise InputError(str(path), f"saved bi-encoder has no {sub}/")
+    check_file_digests(path, meta.get("weights_sha256") or {}, f"delete the model {path} and train it again")
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
     # the format before "pooling" was written had CLS only; before "normalize", the dot product
     model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout), load_encoder(str(path / PASSAGE_DIR), dropout),

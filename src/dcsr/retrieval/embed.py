@@ -8,7 +8,8 @@ back in corpus order, which avoids padding short passages to the longest one in 
 
 Outputs of one shard: ``<prefix>.npy`` (float32 or float16, ``[n, H]``),
 ``<prefix>.ids.npy`` (int64 passage ids, ``[n]``) and ``<prefix>.sents.npy`` (int32, ``[n]``:
-the sentence number of each vector inside its passage, -1 for a whole-passage vector).
+the sentence number of each vector inside its passage, -1 for a whole-passage vector). Every
+``.npy`` written here ends with its checksum (:mod:`dcsr.integrity`), checked where it is read.
 
 A DPR model gives one vector per passage. A DCSR model (``method: dcsr`` in its
 ``dcsr.json``) gives one vector per sentence that gets a ``<sent>`` marker inside the caps
@@ -29,6 +30,7 @@ from tqdm import tqdm
 
 from dcsr.data.formats import iter_passages, iter_qas
 from dcsr.fsutil import atomic_path
+from dcsr.integrity import seal
 from dcsr.models.precision import autocast, resolve
 
 log = logging.getLogger(__name__)
@@ -183,9 +185,12 @@ def is_sentence_level(meta: dict) -> bool:
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
+    """``np.save`` atomically, sealed with its checksum (:mod:`dcsr.integrity`; ``np.load`` ignores
+    the trailer, :func:`dcsr.retrieval.index.load_npy` checks it)."""
     with atomic_path(path, suffix=".npy") as tmp:
         with open(tmp, "wb") as fh:
             np.save(fh, array)
+        seal(tmp)
 
 
 def _load_for_inference(model_dir, device: str, precision: str = "fp32"):

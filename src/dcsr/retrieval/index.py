@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
+from dcsr.integrity import seal, verify
 
 log = logging.getLogger(__name__)
 
@@ -58,39 +59,52 @@ def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | No
     return index
 
 
+REBUILD_INDEX = "delete it and build it again with index_shard.py"
+RERUN_NPY = "delete it and let the step that writes it run again"
+
+
 def write_index(index, path: str | os.PathLike) -> None:
+    """Write ``index`` atomically, sealed with its checksum (:mod:`dcsr.integrity`)."""
     faiss = _faiss()
     with atomic_path(path, suffix=".faiss") as tmp:
         faiss.write_index(index, str(tmp))
+        seal(tmp)
 
 
 def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto"):
-    """A FAISS index from ``path``; a missing, truncated or corrupt file is an :class:`InputError`."""
+    """A FAISS index from ``path``, its checksum verified; a missing, truncated, corrupt or
+    changed file is an :class:`InputError`."""
     faiss = _faiss()
     if not os.path.isfile(path):
         raise InputError(str(path), "no such FAISS index file; build it with index_shard.py")
+    verified = verify(path, REBUILD_INDEX)
     try:
         index = faiss.read_index(str(path))
     except RuntimeError as e:
         log.debug("faiss.read_index(%s): %s", path, e)
-        raise InputError(str(path), "not a readable FAISS index (truncated or corrupt); "
-                                    "delete it and build it again with index_shard.py") from None
+        raise InputError(str(path), f"not a readable FAISS index (truncated or corrupt); {REBUILD_INDEX}") from None
+    if not verified:
+        log.warning("%s has no checksum (written before indexes carried one); read unverified: %s to have "
+                    "it checked", path, REBUILD_INDEX)
     if (use_gpu == "auto" and gpu_available()) or use_gpu is True:
         index = faiss.index_cpu_to_all_gpus(index)
     return index
 
 
 def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | None = None) -> np.ndarray:
-    """``np.load`` of an embedding shard file, a truncated or foreign file (or an array of the
-    wrong rank) reported as an :class:`InputError` naming it."""
+    """``np.load`` of an embedding shard file, its checksum verified (:mod:`dcsr.integrity`; one
+    without is read with a warning); a truncated, foreign or changed file (or an array of the
+    wrong rank) is an :class:`InputError` naming it."""
+    if not os.path.isfile(path):
+        raise InputError(str(path), "no such .npy file")
+    verified = verify(path, RERUN_NPY)
     try:
         arr = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
     except (ValueError, EOFError, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise InputError(str(path), "no such .npy file") from None
         log.debug("np.load(%s): %s", path, e)
-        raise InputError(str(path), "not a readable .npy array (truncated or corrupt); "
-                                    "delete it and let the step that writes it run again") from None
+        raise InputError(str(path), f"not a readable .npy array (truncated or corrupt); {RERUN_NPY}") from None
+    if not verified:
+        log.warning("%s has no checksum (not written by dcsr's embedding step); read unverified", path)
     if ndim is not None and arr.ndim != ndim:
         raise InputError(str(path), f"holds an array of shape {arr.shape}; expected {ndim} dimensions")
     return arr
