@@ -28,7 +28,7 @@ demo: $(STAMP)
 	@echo; echo "Results table: $(CURDIR)/results/tables/dpr_dcsr.md"; echo; cat results/tables/dpr_dcsr.md
 	@echo; echo "Hybrid retrieval: $(CURDIR)/results/tables/hybrid.md"; echo; cat results/tables/hybrid.md
 	@echo; echo "Claims ledger: $(CURDIR)/results/claims.md"; echo; cat results/claims.md
-	@echo; echo "Encoder marginalization (attribution Figure 2): results/tables/attribution_marginals-*.md, results/figures/pair_matrix-*.png"
+	@echo; echo "Encoder marginalization (attribution Figure 2): results/tables/attribution_marginals-*.md, results/figures/pair_matrix-*.png (each question x passage encoder pair's top-k answer recall, k the first of attribution.metrics)"
 	@echo; PYTHONPATH=$(CURDIR)/src $(BIN)/python workflow/scripts/check_pins.py --run demo --by-precision --table results/tables/dpr_dcsr.csv
 
 test: $(STAMP)

@@ -23,6 +23,7 @@ rule make_table:
                 "ks": config["evaluate"]["ks"],
                 "paper_names": {d: ds.get("paper_name") for d, ds in config["datasets"].items()},
                 "cells": plan.table_spec_cells(wc.table),
+                "notes": plan.table_notes(wc.table),
             }
         )),
     threads: 1
@@ -150,7 +151,7 @@ rule claims_ledger:
     params:
         script=f"{SCRIPTS}/make_claims.py",
         code=plan.code_version("make_claims.py"),
-        spec=lambda wc: (json_arg({"claims": plan.claims_spec(), "seed": config["seed"]})),
+        spec=lambda wc: (json_arg({"claims": plan.claims_spec(), "seed": config["seed"], "notes": plan.claims_notes()})),
     threads: 1
     resources:
         mem_mb=plan.resources_for("claims_ledger", "mem_mb"),

@@ -149,3 +149,17 @@ def test_sign_test_p_values_by_hand(wins_losses, p):
     base = [0] * wins + [1] * losses + [1]
     method = [1] * wins + [0] * losses + [1]
     assert compare_paired(base, method).p_value == pytest.approx(p, rel=1e-12)
+
+
+def test_the_ledger_rounds_once_from_the_raw_value(tmp_path):
+    """The Markdown's one decimal comes from the raw value, as the table's does (71.3507 is 71.4),
+    not from the CSV's two decimals (71.35, which would print 71.3)."""
+    from dcsr.evaluation.claims import FIELDS, write_ledger
+
+    row = {k: "" for k in FIELDS}
+    row.update(claim="c", paper="p", test_set="t", metric="top20", baseline="a", method="b", questions=10,
+               baseline_value=71.3507, method_value=80.0, difference=8.6493, ci_low=1.0, ci_high=20.0,
+               only_baseline=0, only_method=1, p_value=0.5, seeds=1, verdict="inconclusive at this scale")
+    write_ledger([row], tmp_path / "c.csv", tmp_path / "c.md")
+    assert "| 71.4 / 80.0 | +8.6 [+1.0, +20.0] |" in (tmp_path / "c.md").read_text()
+    assert ",71.35,80.0,8.65," in (tmp_path / "c.csv").read_text()

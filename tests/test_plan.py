@@ -212,3 +212,18 @@ def test_the_training_launcher_is_built_from_integers_only():
     assert set(re.findall(r"\d+", words.replace("c10d", "c-d"))) <= {"1", "3", "4", "29500"}
     plan.config["train"].update(gpus=2, nodes=1)
     assert plan.train_launcher("dpr-a") == "torchrun --standalone --nproc_per_node 2"
+
+
+def test_a_table_or_ledger_on_a_tiny_random_encoder_says_it_tests_plumbing(tiny_bert):
+    demo = Plan(load("config.yaml"), basedir=REPO)
+    assert demo.table_notes("dpr_dcsr") == [] and demo.claims_notes() == []  # the pretrained MiniLM
+    from snakemake.utils import update_config
+
+    config = yaml.safe_load((REPO / "config" / "generated.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "config" / "ci.yaml").read_text()))  # as Snakemake merges them
+    config["encoders"]["tiny"] = str(tiny_bert)
+    validate(config, str(REPO / "config" / "schema.yaml"))
+    ci = Plan(config, basedir=REPO)
+    note = ci.table_notes("dpr_dcsr")
+    assert len(note) == 1 and "test the pipeline's plumbing, not retrieval quality" in note[0] and "dcsr-chat" in note[0]
+    assert ci.claims_notes() and "dpr-trivia" in ci.claims_notes()[0]

@@ -14,7 +14,7 @@ def main():
     ap.add_argument("--md", required=True)
     a = ap.parse_args()
     spec = json.loads(a.spec)
-    write_ledger(ledger_rows(spec["claims"], seed=spec["seed"]), a.csv, a.md)
+    write_ledger(ledger_rows(spec["claims"], seed=spec["seed"]), a.csv, a.md, notes=spec.get("notes", []))
 
 
 if __name__ == "__main__":

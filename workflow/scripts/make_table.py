@@ -32,7 +32,7 @@ def main():
         if table.get("measures"):  # against the test set's pooled qrels: the same judgments for every row
             metrics["trec_eval"] = pooled.measures(c["run"], c["qrels"], table["measures"], metrics["questions"])
         rows.append(Row(r["label"], label, metrics, ref))
-    notes = pooled.notes() if table.get("measures") else []
+    notes = spec.get("notes", []) + (pooled.notes() if table.get("measures") else [])
     write_retrieval_table(rows, [f"top{k}" for k in spec["ks"]], paper, a.csv, a.md, title=table["title"],
                           measures=table.get("measures", []), notes=notes)
 

@@ -121,6 +121,8 @@ def seed_differences(baseline: np.ndarray, method: np.ndarray) -> list[float]:
 FIELDS = ["claim", "paper", "test_set", "metric", "baseline", "method", "questions", "baseline_value",
           "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "seeds",
           "seed_differences", "seed_sd", "verdict"]
+#: the ledger CSV's values in points, written to 2 decimals
+ROUNDED = ("baseline_value", "method_value", "difference", "ci_low", "ci_high", "seed_sd")
 
 
 def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict]:
@@ -138,21 +140,25 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
         rows.append({
             "claim": c["claim"], "paper": c.get("paper", ""), "test_set": c["test_set"], "metric": c["metric"],
             "baseline": c["baseline"], "method": c["method"], "questions": r.questions,
-            "baseline_value": round(r.baseline, 2), "method_value": round(r.method, 2),
-            "difference": round(r.difference, 2), "ci_low": round(r.low, 2), "ci_high": round(r.high, 2),
+            # raw values: the CSV writes them to 2 decimals and the Markdown to 1, each from these
+            # (rounding a rounded value twice can land on the other side: 71.3507 -> 71.35 -> 71.3)
+            "baseline_value": r.baseline, "method_value": r.method,
+            "difference": r.difference, "ci_low": r.low, "ci_high": r.high,
             "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
             "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
-            "seed_sd": round(float(np.std(diffs, ddof=1)), 2) if len(diffs) > 1 else "",
+            "seed_sd": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else "",
             "verdict": r.verdict,
         })
     return rows
 
 
-def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: str = "Claims ledger") -> None:
+def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: str = "Claims ledger",
+                 notes: Sequence[str] = ()) -> None:
     with atomic_open(csv_path, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
-        w.writerows(rows)
+        w.writerows({k: round(v, 2) if k in ROUNDED and isinstance(v, float) else v for k, v in r.items()}
+                    for r in rows)
     lines = [f"# {title}", "",
              "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
              "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
@@ -160,7 +166,7 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
              "(p). Verdict: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else "
              "inconclusive at this scale. A model trained with several seeds enters as each question's "
              "outcome averaged over its runs; the difference of each seed's pair and their standard "
-             "deviation show the spread.", "",
+             "deviation show the spread.", "", *[f"**{n}**" for n in notes], *([""] if notes else []),
              "| claim | paper | test set | metric | first | second | questions | first / second | "
              "difference [95% CI] | only first / only second | p | seeds (difference by seed; sd) | verdict |",
              "|---|---|---|---|---|---|---:|---|---|---|---:|---|---|"]

@@ -121,10 +121,17 @@ def check_variants(path: str | os.PathLike, name: str, table_csv: str | os.PathL
 
 
 def read_table(path: str | os.PathLike) -> tuple[dict, dict]:
-    """``({(row, test_set, metric): value}, {test_set: questions})`` of a table CSV."""
+    """``({(row, test_set, metric): value}, {test_set: questions})`` of a table CSV, or of the
+    claims ledger (``claims.csv``: a claim's two sides' values and their difference, in points,
+    its row the claim's text)."""
     values, questions = {}, {}
     with open(path, newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
+            if "claim" in r:  # the ledger
+                for side in ("baseline_value", "method_value", "difference"):
+                    values[(r["claim"], r["test_set"], f"{r['metric']} {side}")] = float(r[side])
+                questions[r["test_set"]] = int(r["questions"])
+                continue
             values[(r["row"], r["test_set"], r["metric"])] = float(r["ours"]) if r["ours"] else None
             if r.get("questions"):
                 questions[r["test_set"]] = int(r["questions"])

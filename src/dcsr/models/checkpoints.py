@@ -205,6 +205,16 @@ def looks_like_path(name: str) -> bool:
     return "/" in name and os.path.exists(name.split("/", 1)[0])
 
 
+def is_random_tiny(name: str) -> bool:
+    """Whether an encoder of the config is a tiny random BERT: ``tiny[:seed]``, or a folder that
+    :func:`dcsr.models.tiny.make_tiny_bert` wrote (it carries its marker file)."""
+    from dcsr.models.tiny import TINY_MARKER
+
+    if name == "tiny" or name.startswith("tiny:"):
+        return True
+    return (Path(name).expanduser() / TINY_MARKER).is_file()
+
+
 def _find_module(module: str):
     """The spec of an installed module (a dotted name: its packages are imported to look inside
     them), or None."""

@@ -9,10 +9,15 @@ nothing of the package (:mod:`dcsr.models.checkpoints` builds the cached ``tiny`
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+#: written into every tiny random checkpoint (dcsr.models.checkpoints.is_random_tiny reads it)
+TINY_MARKER = "dcsr_tiny.json"
 
 
 def make_tiny_bert(out_dir: str | Path, vocab_from: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2,
@@ -39,6 +44,8 @@ def make_tiny_bert(out_dir: str | Path, vocab_from: str | Path, seed: int = 0, h
         max_position_embeddings=512,
     )
     BertModel(config, add_pooling_layer=False).save_pretrained(out_dir)
+    # a tiny model is random: tables and ledgers built on it say that they test plumbing only
+    (out_dir / TINY_MARKER).write_text(json.dumps({"random": True, "seed": seed, "hidden": hidden, "layers": layers}))
     for name in TOKENIZER_FILES:
         if (src / name).exists():
             shutil.copy(src / name, out_dir / name)

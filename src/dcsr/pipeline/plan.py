@@ -19,7 +19,7 @@ from pathlib import Path
 from dcsr.attribution.analysis import percent_label, sweep_model_name
 from dcsr.errors import InputError
 from dcsr.evaluation.tables import table_cells
-from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, json_arg, corpus_shards, dataset_questions, model_seeds,
+from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, json_arg, model_init, corpus_shards, dataset_questions, model_seeds,
                                   seed_replicas, sweep_models, dev_variants, train_datasets, variant_root,
                                   variant_settings)
 from dcsr.pipeline.checks import check_claim_seeds, check_index_factory, check_local_sources
@@ -344,6 +344,26 @@ class Plan:
                  **({"run": self.cell_run(c, cell),
                      "qrels": self.paths.POOLED_QRELS.format(corpus=c, dataset=cell.dataset)} if measures else {})}
                 for c, cell in self.table_cells(table)]
+
+    def plumbing_notes(self, models) -> list[str]:
+        """A note for a table or ledger with a model built on a tiny random encoder: its numbers
+        test the pipeline's plumbing, not retrieval quality."""
+        from dcsr.models.checkpoints import is_random_tiny
+
+        inits = {m: model_init(self.config, m) for m in models if m in self.config["models"]}
+        tiny = sorted(m for m, init in inits.items()
+                      if any(is_random_tiny(e) for e in ([init] if isinstance(init, str) else init.values())))
+        if not tiny:
+            return []
+        return [f"Built on a tiny random encoder ({', '.join(tiny)}): these numbers test the pipeline's plumbing, "
+                "not retrieval quality."]
+
+    def table_notes(self, table):
+        return self.plumbing_notes({m for _, cell in self.table_cells(table) for m in (cell.qmodel, cell.pmodel)})
+
+    def claims_notes(self):
+        return self.plumbing_notes({m for c in self.config.get("claims", []) for side in ("baseline", "method")
+                                    for m in claim_pair(c[side])})
 
     def pool(self, corpus, dataset):
         """The per-question results of every run the config makes on ``dataset``'s questions over
