@@ -14,10 +14,14 @@ from dcsr.attribution.analysis import fraction_of  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.fsutil import ResultsLocked, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
-from dcsr.pipeline.checks import check_integers  # noqa: E402
+from dcsr.pipeline.checks import check_integers, check_names  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
+try:
+    check_names(config)  # one line for a bad name, before the schema's longer message
+except InputError as e:
+    raise WorkflowError(str(e))
 validate(config, schema="../config/schema.yaml")
 try:
     # what the schema cannot say: integers written as floats (13.0 passes JSON Schema)

@@ -506,3 +506,15 @@ def test_a_question_without_hits_is_not_a_missing_question(tmp_path):
 
     qrels = {"0": {"1": 1}, "2": {"4": 1}}
     assert measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10"], questions=3)["RR@10"] == 200 / 3
+
+
+def test_hostile_config_catalogue_names_real_tests(repo):
+    """Every test that docs/bad-inputs.md's hostile-config table names exists."""
+    import re
+
+    doc = (repo / "docs" / "bad-inputs.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Hostile or mistyped config values"):doc.index("## Downloads")]
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", section)
+    assert len(named) >= 14
+    for file, test in named:
+        assert re.search(rf"^def {test}\(", (repo / "tests" / file).read_text(encoding="utf-8"), re.M), (file, test)

