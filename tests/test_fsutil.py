@@ -122,3 +122,19 @@ def test_a_second_run_on_the_same_results_folder_is_refused(tmp_path, repo):
         holder.kill()
         holder.wait()
     lock_results(results).close()  # the holder's end freed it
+
+
+def test_a_full_disk_is_one_line_naming_the_file(capsys):
+    """A script that meets ENOSPC (or any OSError) says so in one line with the file, exit 2."""
+    from dcsr.cli import script
+
+    @script
+    def main():
+        raise OSError(errno.ENOSPC, "No space left on device", "/results/index/shard-0.faiss.tmp")
+
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1
+    assert err[0] == ("error: /results/index/shard-0.faiss.tmp: No space left on device; free space on that disk (or "
+                      "point results: or TMPDIR elsewhere) and run again: no partial output was kept")

@@ -378,3 +378,19 @@ def test_export_untrained(tmp_path, repo, tiny_bert):
          str(tmp_path / "bad"), "--settings", '{"polling": "mean"}'],
         env=_env(), capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "polling" in bad.stderr
+
+
+def test_a_truncated_trainer_state_is_set_aside_not_failed_on_every_rerun(tmp_path, tiny_bert, data):
+    """A checkpoint whose trainer_state.pt was cut short (a full disk) is set aside like a
+    mismatched one, with the reason, and the run trains from the start."""
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 1}
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out1", tmp_path / "ck", log=lambda m: None)
+    state = tmp_path / "ck" / "last" / "trainer_state.pt"
+    state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    messages = []
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out2", tmp_path / "ck", log=messages.append)
+    aside = [m for m in messages if "set aside" in m]
+    assert len(aside) == 1 and "trainer_state.pt cannot be read" in aside[0], messages
+    assert any(m.startswith("starting from") for m in messages)
+    assert _same_weights(_weights(tmp_path / "out1"), _weights(tmp_path / "out2"))

@@ -23,11 +23,35 @@ def script(main):
         try:
             return main(*args, **kwargs)
         except InputError as e:
-            rank = os.environ.get("RANK", "0")  # under torchrun, say which process failed
-            print(f"error{'' if rank == '0' else f' (rank {rank})'}: {e}", file=sys.stderr)
-            sys.exit(2)
+            _error(str(e))
+        except OSError as e:
+            # the machine, not the code: a full disk, a quota, a permission, a vanished mount.
+            # One line naming the file and what to do; no traceback to read through.
+            _error(os_error_line(e))
 
     return wrapper
+
+
+def _error(message: str):
+    rank = os.environ.get("RANK", "0")  # under torchrun, say which process failed
+    print(f"error{'' if rank == '0' else f' (rank {rank})'}: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def os_error_line(e: OSError) -> str:
+    """An :class:`OSError` as one line: the file, the system's reason, and for a full disk or
+    quota what to do (the output is written atomically, so nothing partial is left)."""
+    import errno
+
+    where = e.filename if e.filename is not None else "(no file named)"
+    reason = e.strerror or str(e)
+    line = f"{where}: {reason}"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        line += ("; free space on that disk (or point results: or TMPDIR elsewhere) and run again: "
+                 "no partial output was kept")
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        line += "; this process may not write there"
+    return line
 
 
 def chosen_value(path: str | os.PathLike, key: str) -> float:

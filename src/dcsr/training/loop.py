@@ -521,6 +521,20 @@ def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: P
     }
 
 
+def _unreadable(state_file: Path) -> str | None:
+    """Why a checkpoint's state file cannot be loaded, or None. torch.save writes a zip archive:
+    its directory and every member's CRC are checked, which reads the file once without
+    unpickling it."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(state_file) as z:
+            bad = z.testzip()
+        return None if bad is None else f"member {bad} is damaged"
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        return str(e) or type(e).__name__
+
+
 def _set_aside(checkpoint_dir: Path, last: Path, reason: str, say: Callable[[str], None]) -> None:
     """Move a checkpoint that does not match this run to ``checkpoint_dir/stale/<time>``
     (never deleted: it is a user's data) and say why in one line."""
@@ -623,6 +637,11 @@ class Trainer:
                 old = None
             if old != self.identity:
                 _set_aside(self.checkpoint_dir, last, describe_change(old, self.identity), self.say)
+                last = None
+            elif (damage := _unreadable(last / STATE_FILE)) is not None:
+                # a state cut short (a full disk, a killed copy) fails the same way on every rerun:
+                # set it aside like a mismatched one and start over
+                _set_aside(self.checkpoint_dir, last, f"{STATE_FILE} cannot be read ({damage})", self.say)
                 last = None
         if ctx.enabled:  # rank 0 decided; everyone then reads the same state
             dist.barrier()
