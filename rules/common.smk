@@ -14,7 +14,8 @@ from dcsr.attribution.analysis import fraction_of  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.fsutil import ResultsLocked, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
-from dcsr.pipeline.checks import check_integers, check_names  # noqa: E402
+from dcsr.fixtures.synth import DOMAINS  # noqa: E402
+from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
@@ -26,6 +27,7 @@ validate(config, schema="../config/schema.yaml")
 try:
     # what the schema cannot say: integers written as floats (13.0 passes JSON Schema)
     check_integers(config, yaml.safe_load((Path(workflow.basedir) / "config" / "schema.yaml").read_text()))
+    check_generated_domains(config, DOMAINS)
     # the config's meaning (dcsr.pipeline.plan): datasets, models, runs, tables, paths, inputs
     plan = Plan(config, basedir=workflow.basedir)
 except InputError as e:

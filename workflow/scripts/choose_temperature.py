@@ -9,6 +9,7 @@ import logging
 from dcsr.cli import script
 from dcsr.fsutil import atomic_open
 from dcsr.retrieval.hasans import choose_temperature
+from dcsr.evaluation.metrics import DEFAULT_KS
 
 
 @script
@@ -17,7 +18,7 @@ def main():
     ap.add_argument("shards", nargs="+", help="per-shard .npz sentence hits of the dev questions")
     ap.add_argument("--questions", required=True, help="DPR qas TSV of the dev questions")
     ap.add_argument("--corpus", required=True, help="DPR passage TSV or its passage store directory")
-    ap.add_argument("--ks", default="1,5,20,100")
+    ap.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)))
     ap.add_argument("--k", type=int, default=100, help="passages ranked")
     ap.add_argument("--match", choices=["string", "regex"], default="string")
     ap.add_argument("--output", required=True, help="the choice (JSON)")

@@ -18,11 +18,12 @@ from dcsr.errors import InputError
 from dcsr.data.formats import iter_qas
 from dcsr.data.passage_store import load_passages
 from dcsr.fsutil import atomic_open
+from dcsr.settings import SECTIONS
 from dcsr.data.runs import read_trec
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KS = (1, 5, 20, 100)
+DEFAULT_KS = tuple(SECTIONS["evaluate"]["ks"].default)  # the one definition: dcsr.settings
 
 
 def first_hit_ranks(hits_has_answer: Sequence[Sequence[bool]]) -> list[int | None]:
@@ -64,7 +65,7 @@ def add_scoring_arguments(ap, required: bool = True) -> None:
                     help="DPR passage TSV, or its passage store (a directory: dcsr.data.passage_store)")
     ap.add_argument("--metrics", required=required, help="the run's top-k answer recall (JSON)")
     ap.add_argument("--per-question", default=None, help="and every question's hits (JSONL)")
-    ap.add_argument("--ks", default="1,5,20,100")
+    ap.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)))
     ap.add_argument("--match", choices=["string", "regex"], default="string")
     ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
                                                  "its gold passages too")

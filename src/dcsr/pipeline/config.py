@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dcsr.models.checkpoints import check_encoder
 from dcsr.errors import InputError
+from dcsr.settings import SECTIONS
 
 
 def _key(*parts) -> str:
@@ -166,7 +167,7 @@ def check_config(cfg: dict) -> None:
     for i, claim in enumerate(cfg.get("claims", [])):
         if claim["test_set"] not in datasets:
             raise InputError(_key("claims", i, "test_set"), f"names dataset {claim['test_set']!r}, which is not under 'datasets'")
-        if int(claim["metric"][3:]) not in cfg.get("evaluate", {}).get("ks", [1, 5, 20, 100]):
+        if int(claim["metric"][3:]) not in cfg.get("evaluate", {}).get("ks", SECTIONS["evaluate"]["ks"].default):
             raise InputError(_key("claims", i, "metric"), f"{claim['metric']} is not among evaluate.ks")
         for side in ("baseline", "method"):
             for model in claim_pair(claim[side]):
@@ -366,7 +367,7 @@ def seed_replicas(cfg: dict) -> dict[str, dict]:
         n = int(m.get("seeds", 1))
         if n > 1 and "train_on" not in m:
             raise InputError(_key("models", name, "seeds"), "an untrained model has nothing to seed: seeds needs train_on")
-        base = (m.get("train") or {}).get("seed", cfg.get("train", {}).get("seed", 12345))
+        base = (m.get("train") or {}).get("seed", cfg.get("train", {}).get("seed", SECTIONS["train"]["seed"].default))
         for k in range(2, n + 1):
             replica = seed_name(name, k)
             if replica in cfg["models"]:

@@ -22,7 +22,7 @@ from dcsr.evaluation.tables import table_cells
 from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, json_arg, model_init, corpus_shards, dataset_questions, model_seeds,
                                   seed_replicas, sweep_models, dev_variants, train_datasets, variant_root,
                                   variant_settings)
-from dcsr.pipeline.checks import (check_claim_seeds, check_generated_domains, check_index_factory, check_local_sources,
+from dcsr.pipeline.checks import (check_claim_seeds, check_index_factory, check_local_sources,
                                   check_marker_lengths)
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
@@ -39,7 +39,6 @@ def expand_config(config: dict) -> dict:
     check_sections(config)
     check_config(config)
     check_claim_seeds(config)
-    check_generated_domains(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
     # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from dcsr.errors import InputError
+from dcsr.evaluation.metrics import DEFAULT_KS
 
 
 def sentences_to_retrieve(k_passages: int = 100, *, avg_sentences_per_passage: float) -> int:
@@ -151,7 +152,7 @@ def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature:
 TEMPERATURE_GRID = tuple(2.0 ** e for e in range(-4, 7))
 
 
-def choose_temperature(shard_npzs: Sequence[str], qas_path: str, corpus: str, ks: Sequence[int] = (1, 5, 20, 100),
+def choose_temperature(shard_npzs: Sequence[str], qas_path: str, corpus: str, ks: Sequence[int] = DEFAULT_KS,
                        match_type: str = "string", grid: Sequence[float] = TEMPERATURE_GRID,
                        k_passages: int = 100) -> dict:
     """The HasAns temperature that ranks a set of *dev* questions best, from their sentence hits.
