@@ -87,18 +87,13 @@ def choose_weight(bm25: Mapping[int, Hits], dense: Mapping[int, Hits], answered,
     matching). For every weight of ``grid`` the two runs are fused and scored by top-k answer
     recall; the criterion is the mean over ``ks``, ties going to the weight closest to 0.5.
     Returns ``{"weight", "criterion", "questions", "grid": {weight: {"top1": ..., "mean": ...}}}``."""
-    from dcsr.evaluation.metrics import first_hit_ranks, topk_recall
+    from dcsr.evaluation.dev_grid import grid_search
 
-    results = {}
-    for w in grid:
+    def ranking(w):
         fused = fuse_runs(bm25, dense, "linear", w, max(ks))
-        flags = [[answered(q, pid) for pid, _ in fused[q]] for q in sorted(fused)]
-        recall = topk_recall(first_hit_ranks(flags), ks)
-        results[w] = {**recall, "mean": sum(recall.values()) / len(recall)}
-    best = max(grid, key=lambda w: (round(results[w]["mean"], 9), -abs(w - 0.5)))
-    return {"weight": best, "criterion": f"mean of top-{'/'.join(str(k) for k in ks)} answer recall on "
-                                         f"{len(bm25)} dev questions",
-            "questions": len(bm25), "grid": {f"{w:g}": r for w, r in results.items()}}
+        return [[pid for pid, _ in fused[q]] for q in sorted(fused)]
+
+    return grid_search(grid, ranking, answered, ks, lambda w: abs(w - 0.5), "weight", len(bm25))
 
 
 def choose_weight_of_runs(bm25_trec: str, dense_trec: str, qas_path: str, corpus: str, ks: Sequence[int],
@@ -106,23 +101,15 @@ def choose_weight_of_runs(bm25_trec: str, dense_trec: str, qas_path: str, corpus
     """:func:`choose_weight` for two TREC runs of the dev questions in ``qas_path``; answers are
     matched once per retrieved (question, passage), in passages read from ``corpus`` (the TSV
     or its passage store)."""
-    from dcsr.data.answers import PassageMatcher
     from dcsr.data.formats import iter_qas
-    from dcsr.data.passage_store import load_passages
     from dcsr.data.runs import read_trec
+    from dcsr.evaluation.dev_grid import answer_oracle
 
     qas = list(iter_qas(qas_path))
     bm25, dense = read_trec(bm25_trec), read_trec(dense_trec)
     for path, run in ((bm25_trec, bm25), (dense_trec, dense)):
         if set(run) != set(range(len(qas))):
             raise InputError(str(path), f"does not list the {len(qas)} questions of {qas_path}")
-    texts = load_passages(corpus, {pid for run in (bm25, dense) for hits in run.values() for pid, _ in hits})
-    matcher = PassageMatcher(match_type)
-    cache: dict[tuple[int, int], bool] = {}
-
-    def answered(q: int, pid: int) -> bool:
-        if (q, pid) not in cache:
-            cache[q, pid] = matcher(qas[q].answers, pid, texts[pid].text)
-        return cache[q, pid]
-
+    answered = answer_oracle(qas, corpus, {pid for run in (bm25, dense) for hits in run.values() for pid, _ in hits},
+                             match_type)
     return choose_weight(bm25, dense, answered, ks, grid)

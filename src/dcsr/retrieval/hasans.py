@@ -163,35 +163,17 @@ def choose_temperature(shard_npzs: Sequence[str], qas_path: str, corpus: str, ks
     scale). Answer matching is done once per retrieved (question, passage). Returns
     ``{"temperature", "criterion", "grid": {T: {"top1": ..., ..., "mean": ...}}, "questions"}``.
     """
-    from dcsr.data.answers import PassageMatcher
-    from dcsr.evaluation.metrics import first_hit_ranks, topk_recall
     from dcsr.data.formats import iter_qas
-    from dcsr.data.passage_store import load_passages
+    from dcsr.evaluation.dev_grid import answer_oracle, grid_search
 
     qas = list(iter_qas(qas_path))
     scores, ids = all_sentence_hits(shard_npzs)
     if len(ids) != len(qas):
         raise InputError(str(shard_npzs[0]), f"holds hits of {len(ids)} questions, {qas_path} has {len(qas)}")
-    texts = load_passages(corpus, {int(p) for p in np.unique(ids) if p >= 0})
-    matcher = PassageMatcher(match_type)
-    answered: dict[tuple[int, int], bool] = {}
-    results = {}
-    for t in grid:
+    answered = answer_oracle(qas, corpus, np.unique(ids), match_type)
+
+    def ranking(t):
         pids, _ = hasans_topk(scores, ids, t, k_passages)
-        flags = []
-        for q, row in enumerate(pids):
-            line = []
-            for pid in row[: max(ks)]:
-                pid = int(pid)
-                if pid < 0:
-                    break
-                if (q, pid) not in answered:
-                    answered[q, pid] = matcher(qas[q].answers, pid, texts[pid].text)
-                line.append(answered[q, pid])
-            flags.append(line)
-        recall = topk_recall(first_hit_ranks(flags), ks)
-        results[t] = {**recall, "mean": sum(recall.values()) / len(recall)}
-    best = max(grid, key=lambda t: (round(results[t]["mean"], 9), -abs(math.log2(t))))
-    return {"temperature": best, "criterion": f"mean of top-{'/'.join(str(k) for k in ks)} answer recall on "
-                                             f"{len(qas)} dev questions",
-            "questions": len(qas), "grid": {f"{t:g}": r for t, r in results.items()}}
+        return [[int(p) for p in row if p >= 0] for row in pids]
+
+    return grid_search(grid, ranking, answered, ks, lambda t: abs(math.log2(t)), "temperature", len(qas))
