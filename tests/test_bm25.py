@@ -246,3 +246,26 @@ def test_index_script_error_exit_code(tmp_path):
 def test_search_missing_index(tmp_path):
     with pytest.raises(InputError, match="not a Lucene index"):
         bm25.search(tmp_path / "nothing", ["q"])
+
+
+@needs_java
+def test_a_run_and_an_index_in_a_folder_with_spaces_and_quotes(corpus, tmp_path):
+    """Anserini splits -topics on whitespace: a results folder with spaces and quotes (legal)
+    must still search (the topics file lives in the system's temporary folder)."""
+    folder = tmp_path / "out dir; $(touch X) 'q' \"qq\""
+    folder.mkdir()
+    assert bm25.build_index(corpus, folder / "index", threads=1) == len(PASSAGES)
+    n = bm25.search_to_run(folder / "index", [(0, "who designed the eiffel tower?")], folder / "run.trec", k=3)
+    assert n == 1 and read_trec(folder / "run.trec")[0][0][0] == 6
+    assert not list(tmp_path.rglob("X"))
+
+
+def test_an_error_anserini_reports_with_exit_0_is_an_error(tmp_path, monkeypatch):
+    """Anserini prints 'Error: ... does not refer to valid topics' and exits 0: that must not
+    become a run with no hits (every question a miss)."""
+    java = _fake_java(tmp_path / "bin", 'case "$1" in -version) echo \'openjdk version "21.0.1"\' >&2;; '
+                                        '*) echo \'Error: "/tmp/x" does not refer to valid topics.\';; esac\n')
+    monkeypatch.setenv("DCSR_JAVA", str(java))
+    monkeypatch.setattr(bm25, "find_anserini_jar", lambda: str(tmp_path / "anserini.jar"))
+    with pytest.raises(InputError, match=r"reported an error and exited 0: Error: \"/tmp/x\" does not refer to valid topics"):
+        bm25._run_java("io.anserini.search.SearchCollection", [], None, what="searching")

@@ -17,7 +17,8 @@ from dcsr.training.sentence_samples import SentenceSampleBuilder
 from dcsr.models.markers import tokenize_marked_questions, tokenize_sentence_passages
 from dcsr.retrieval.hasans import hasans_topk, merge_sentence_hits, sentence_search_depth
 from dcsr.data.sentences import split_corpus
-from dcsr.training.loop import SampleBuilder, train, validate_settings
+from dcsr.training.loop import train
+from dcsr.training.samples import SampleBuilder, validate_settings
 
 WORDS = "apple river castle engine forest guitar harbor island jungle kitten lemon mountain".split()
 

@@ -1,10 +1,11 @@
-"""What identifies a training run's start (dcsr.training.fingerprint, loop.fingerprint): a local
+"""What identifies a training run's start (dcsr.training.fingerprint, checkpoint_state.fingerprint): a local
 checkpoint by content, a hub checkpoint with its revision, GradCache chunks when dropout is on."""
 
 import shutil
 
 from dcsr.training.fingerprint import hub_revision, init_identity
-from dcsr.training.loop import fingerprint, validate_settings
+from dcsr.training.checkpoint_state import fingerprint
+from dcsr.training.samples import validate_settings
 
 
 def test_a_local_checkpoint_is_identified_by_content_not_by_path(tmp_path, tiny_bert):

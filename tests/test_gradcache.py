@@ -9,7 +9,9 @@ import torch
 from dcsr.models.biencoder import build_biencoder, load_biencoder
 from dcsr.training import gradcache
 from dcsr.training.gradcache import chunk_bounds, chunk_rows, grad_cache_step
-from dcsr.training.loop import SampleBuilder, nll_loss, sample_rng, train, validate_settings
+from dcsr.training.distributed import nll_loss
+from dcsr.training.loop import train
+from dcsr.training.samples import sample_rng, SampleBuilder, validate_settings
 from dcsr.training.sentence_samples import SentenceSampleBuilder
 
 from test_train import SMALL, _log, make_records, train_in_two_processes

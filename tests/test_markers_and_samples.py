@@ -10,7 +10,8 @@ import torch
 from dcsr.training.sentence_samples import SentenceSampleBuilder
 from dcsr.models.markers import encode_passage_with_markers, ensure_sentence_marker, tokenize_marked_questions, tokenize_sentence_passages
 from dcsr.retrieval.hasans import hasans_scores, hasans_topk, sentences_to_retrieve
-from dcsr.training.loop import DistContext, global_vectors, nll_loss, validate_settings
+from dcsr.training.distributed import DistContext, global_vectors, nll_loss
+from dcsr.training.samples import validate_settings
 
 TEXT = "Paris is a city. It lies in France. The Seine flows there."
 SPANS = [(0, 16), (17, 35), (36, 58)]
@@ -467,10 +468,10 @@ def test_sentences_to_retrieve():
 
 
 def test_validation_runs_with_the_unchanged_evaluate(tok, tiny_bert):
-    """DPR's validation (dcsr.training.loop.evaluate) passes explicit negative counts for the average
+    """DPR's validation (dcsr.training.validation.evaluate) passes explicit negative counts for the average
     rank; the builder then draws one sentence from each of that many negative passages."""
     from dcsr.models.biencoder import build_biencoder
-    from dcsr.training.loop import evaluate
+    from dcsr.training.validation import evaluate
 
     builder = _builder(tok, dev_batch_size=2, val_av_rank_hard_neg=2, val_av_rank_other_neg=0)
     s = builder.sample(REC_A, random.Random(0), shuffle=False, hard_negatives=2, other_negatives=0)

@@ -139,7 +139,7 @@ def test_defaults_are_filled_from_the_one_definition(cfg):
 
 def test_the_training_code_reads_the_same_definition():
     from dcsr.training.sentence_samples import SentenceSampleBuilder
-    from dcsr.training.loop import validate_settings
+    from dcsr.training.samples import validate_settings
 
     full = validate_settings({})
     assert full == {**{k: s.default for k, s in TRAIN.items()}, "dev_batch_size": TRAIN["batch_size"].default}

@@ -15,8 +15,10 @@ from dcsr.errors import InputError
 from dcsr.data.formats import read_biencoder
 from dcsr.models.biencoder import build_biencoder, load_biencoder
 from dcsr.settings import Settings
-from dcsr.training.loop import (DistContext, SampleBuilder, Trainer, build_samples, evaluate, gather_rows, load_settings,
-                                nll_loss, sample_rng, setup_distributed, train, validate_settings)
+from dcsr.training.distributed import DistContext, gather_rows, nll_loss, setup_distributed
+from dcsr.training.loop import Trainer, train
+from dcsr.training.samples import SampleBuilder, build_samples, load_settings, sample_rng, validate_settings
+from dcsr.training.validation import evaluate
 
 # Single-token words of the WordPiece vocabulary: each question and its positive share one.
 WORDS = ("apple river castle engine forest guitar harbor island jungle kitten lemon mountain needle orange "

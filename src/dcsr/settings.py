@@ -4,7 +4,7 @@ The config sections ``train``, ``dcsr``, ``bm25``, ``mining``, ``embed``, ``inde
 ``search`` and ``evaluate`` (and a model's own ``train:``) are checked against these
 definitions when Snakemake builds the DAG (``rules/common.smk``), and the training code
 fills its defaults and checks its ``--settings`` from the same table
-(:func:`dcsr.training.loop.validate_settings`). Nothing here imports torch. :func:`reference` is the
+(:func:`dcsr.training.samples.validate_settings`). Nothing here imports torch. :func:`reference` is the
 settings part of config/README.md (``python -m dcsr.pipeline.config_docs > config/README.md``).
 
 An unknown key, a wrong type or a value out of range is an :class:`~dcsr.errors.InputError`

@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from dcsr.models.checkpoints import init_from_options
     from dcsr.training.methods import builder_class
-    from dcsr.training.loop import export_untrained, load_settings
+    from dcsr.training.loop import export_untrained
+    from dcsr.training.samples import load_settings
 
     init = init_from_options(args.init, args.question_init, args.passage_init)
     export_untrained(load_settings(args.settings), init, args.output, builder_cls=builder_class(args.method))

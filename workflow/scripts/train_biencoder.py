@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from dcsr.models.checkpoints import init_from_options
     from dcsr.training.methods import builder_class
-    from dcsr.training.loop import load_settings, train
+    from dcsr.training.loop import train
+    from dcsr.training.samples import load_settings
 
     init = init_from_options(args.init, args.question_init, args.passage_init)
     train(load_settings(args.settings), args.train, args.dev, init, args.output, args.checkpoint_dir,

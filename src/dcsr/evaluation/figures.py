@@ -1,7 +1,7 @@
 """Figures: the DCSR paper's Figure 4 (in-batch dev accuracy after each training epoch).
 
 A trained model directory holds ``validation.json``, one entry per validation (see
-:func:`dcsr.training.loop.evaluate`): ``epoch`` (0-based), ``step``, ``nll_loss``, ``accuracy``
+:func:`dcsr.training.validation.evaluate`): ``epoch`` (0-based), ``step``, ``nll_loss``, ``accuracy``
 (in-batch dev accuracy, 0..1), ``average_rank``, ... The paper draws one panel per dataset
 comparing DPR and DCSR, so one figure here holds the curves of one dataset.
 """

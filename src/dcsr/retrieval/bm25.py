@@ -167,6 +167,7 @@ def _run_java(main: str, args: Sequence[str], memory: str | None, what: str) -> 
            "-Dstderr.encoding=UTF-8", "-cp", jar, main, *args]
     log.info("running: %s", " ".join(cmd))
     totals: list[str] = []
+    errors: list[str] = []  # Anserini reports some errors (a bad -topics file) and exits 0
     tail: deque[str] = deque(maxlen=30)
     t0 = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -179,6 +180,8 @@ def _run_java(main: str, args: Sequence[str], memory: str | None, what: str) -> 
             tail.append(line)
             if "Total " in line:
                 totals.append(line)
+            if line.startswith("Error:"):
+                errors.append(line)
         rc = proc.wait()
     except BaseException:
         proc.kill()  # interrupted: do not leave a JVM behind
@@ -189,6 +192,8 @@ def _run_java(main: str, args: Sequence[str], memory: str | None, what: str) -> 
             proc.stdout.close()
     if rc != 0:
         raise InputError(what, f"Anserini {main.rsplit('.', 1)[-1]} failed (exit {rc}); last output:\n" + "\n".join(tail))
+    if errors:
+        raise InputError(what, f"Anserini {main.rsplit('.', 1)[-1]} reported an error and exited 0: {errors[0]}")
     log.info("%s: done in %.1f s", what, time.time() - t0)
     return totals
 
@@ -278,7 +283,12 @@ def search_to_run(index_dir: str | os.PathLike, topics: Iterable[tuple[int, str]
         raise InputError(str(index_dir), "not a Lucene index (no segments_* file); build it with index_bm25.py")
     run_path = Path(run_path)
     run_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".bm25-topics.", dir=run_path.parent) as tmp:
+    # Anserini splits -topics on whitespace (it takes several files), so the topics file lives
+    # in the system's temporary folder, not beside the run (results: may hold spaces)
+    with tempfile.TemporaryDirectory(prefix="dcsr-bm25-topics-") as tmp:
+        if any(c.isspace() for c in tmp):
+            raise InputError("TMPDIR", f"the temporary folder {tmp!r} holds whitespace, which Anserini's -topics "
+                                       "cannot take; point TMPDIR to a folder without spaces")
         topics_file = Path(tmp) / "topics.tsv"
         n = 0
         with open(topics_file, "w", encoding="utf-8") as fh:

@@ -16,7 +16,7 @@ import torch
 from dcsr.data.answers import has_answer
 from dcsr.models.markers import Span, collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker, tokenize_marked_questions
 from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, check_value, defaults
-from dcsr.training.loop import Batch, Sample, SampleBuilder
+from dcsr.training.samples import Batch, Sample, SampleBuilder
 
 
 # ---------------------------------------------------------------------- training samples
@@ -62,7 +62,7 @@ class SentenceSampleBuilder(SampleBuilder):
     :func:`dcsr.data.sentences.split_sentences`. Contexts whose spans do not fit their text are
     re-split (counted as ``resplit``).
 
-    A :class:`~dcsr.training.loop.Sample` here has ``passages`` = the distinct passages to encode
+    A :class:`~dcsr.training.samples.Sample` here has ``passages`` = the distinct passages to encode
     (gold first) and ``extra["select"][j]`` = the sentences of passage j to pool, positive
     first; so a question contributes ``1 + negatives`` vectors and its target is the row of
     its positive among all sentence vectors of the batch. A question that cannot be trained
@@ -322,7 +322,7 @@ class SentenceSampleBuilder(SampleBuilder):
     # -------------------------------------------------------------- batching
 
     def collate(self, tokenizer, samples: Sequence[Sample]) -> Batch:
-        """Tokenize samples into a :class:`~dcsr.training.loop.Batch` of sentence vectors.
+        """Tokenize samples into a :class:`~dcsr.training.samples.Batch` of sentence vectors.
 
         ``q``: marked questions ``[B, Lq]`` with ``pool_positions`` ``[B]``; ``p``: the samples'
         passages ``[P, Lp]`` with ``pool_positions`` / ``sentence_owner`` / ``sentence_index``

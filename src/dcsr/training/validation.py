@@ -1,0 +1,115 @@
+"""In-training validation on the dev set: DPR's in-batch NLL and accuracy on dev batches built as
+training batches, and the average rank of the positive among hard and other negatives
+(``val_av_rank_*``), every process taking its slice of the questions."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from dcsr.models.biencoder import BiEncoder, score
+from dcsr.training.distributed import DistContext, _autocast, global_vectors, nll_loss
+from dcsr.training.samples import Sample, SampleBuilder, sample_rng, validate_settings
+
+def _split(indices: Sequence[int], ctx: DistContext) -> list[int]:
+    return [int(i) for i in np.array_split(np.asarray(indices, dtype=np.int64), ctx.world)[ctx.rank]]
+
+
+def _encode_local(model: BiEncoder, tokenizer, builder: SampleBuilder, samples: list[Sample],
+                  ctx: DistContext, amp_dtype) -> tuple[Tensor, Tensor, Tensor]:
+    h = model.hidden_size
+    if not samples:  # a process may get no dev questions in the last, partial batch
+        empty = torch.zeros((0, h), device=ctx.device)
+        return empty, empty, torch.zeros((0,), dtype=torch.long, device=ctx.device)
+    batch = builder.collate(tokenizer, samples).to(ctx.device)
+    with _autocast(ctx.device, amp_dtype):
+        q, p = model(batch.q, batch.p)
+    return q.float(), p.float(), batch.positive_index
+
+
+@torch.no_grad()
+def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any]],
+             settings: Mapping[str, Any] | None = None, builder: SampleBuilder | None = None,
+             ctx: DistContext | None = None, amp_dtype=None, progress: bool = False,
+             average_rank: bool = True) -> dict:
+    """DPR's two validations on the dev set, plus the DCSR paper's in-batch accuracy.
+
+    Both read the first ``val_max_qs`` dev questions (all when null, as DPR).
+
+    - ``nll_loss`` / ``accuracy`` (DPR's ``validate_nll``; DCSR Appendix A): dev batches of
+      ``dev_batch_size * world_size`` questions built as training batches but unshuffled
+      (first positive, first hard negatives); mean batch loss, and the fraction of
+      questions whose highest-scoring passage in their batch is their positive.
+    - ``average_rank`` (DPR's ``validate_average_rank``): the first ``val_av_rank_max_qs``
+      questions with ``val_av_rank_hard_neg`` hard and ``val_av_rank_other_neg`` other
+      negatives each; all their passages pooled; the mean 0-based rank of each question's
+      positive among all pooled passages (as DPR: 0 = ranked first). ``average_rank=False``
+      skips it (``average_rank`` is then ``None``): DPR computes it only from
+      ``val_av_rank_start_epoch`` on, as it encodes ``1 + hard + other`` passages per question.
+
+    ``model`` is the bare :class:`BiEncoder` (not DDP-wrapped); every process must call
+    this, each encodes its slice, and all get the same numbers.
+    """
+    ctx = ctx or DistContext(device=next(model.parameters()).device)
+    if builder is None:
+        builder = SampleBuilder(validate_settings(settings))
+    s = builder.settings
+    was_training = model.training
+    model.eval()
+    n = len(dev_records) if s["val_max_qs"] is None else min(len(dev_records), s["val_max_qs"])
+    global_bs = s["dev_batch_size"] * ctx.world
+    n_rank = min(n, s["val_av_rank_max_qs"]) if average_rank else 0
+    bar = None
+    if progress and ctx.main:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n + n_rank, desc="validate", unit=" q", file=sys.stderr, leave=False, mininterval=1.0)
+
+    losses, correct = [], 0
+    for start in range(0, n, global_bs):
+        local = _split(range(start, min(n, start + global_bs)), ctx)
+        samples = [builder.sample(dev_records[i], sample_rng(s["seed"], -1, i), shuffle=False) for i in local]
+        q, p, pos = _encode_local(model, tokenizer, builder, samples, ctx, amp_dtype)
+        q_all, p_all, targets = global_vectors(q, p, pos, ctx)
+        loss, c = nll_loss(q_all, p_all, targets)
+        losses.append(float(loss))
+        correct += c
+        if bar:
+            bar.update(q_all.shape[0])
+
+    q_parts, p_parts, t_parts, offset = [], [], [], 0
+    for start in range(0, n_rank, global_bs):
+        local = _split(range(start, min(n_rank, start + global_bs)), ctx)
+        samples = [builder.sample(dev_records[i], sample_rng(s["seed"], -1, i), shuffle=False,
+                                  hard_negatives=s["val_av_rank_hard_neg"], other_negatives=s["val_av_rank_other_neg"])
+                   for i in local]
+        q, p, pos = _encode_local(model, tokenizer, builder, samples, ctx, amp_dtype)
+        q_all, p_all, targets = global_vectors(q, p, pos, ctx)
+        q_parts.append(q_all.cpu())
+        p_parts.append(p_all.cpu())
+        t_parts.append(targets.cpu() + offset)
+        offset += p_all.shape[0]
+        if bar:
+            bar.update(q_all.shape[0])
+    if bar:
+        bar.close()
+    rank_sum = 0
+    if n_rank:
+        q_mat, p_mat, t_vec = torch.cat(q_parts), torch.cat(p_parts), torch.cat(t_parts)
+        for i in range(0, q_mat.shape[0], 1024):  # [1024, P] score blocks bound the memory
+            sc = score(q_mat[i : i + 1024], p_mat)
+            gold = sc.gather(1, t_vec[i : i + 1024, None])
+            rank_sum += int((sc > gold).sum().item())
+    model.train(was_training)
+    return {
+        "nll_loss": float(np.mean(losses)) if losses else float("nan"),
+        "accuracy": correct / n if n else float("nan"),
+        "average_rank": (rank_sum / n_rank if n_rank else float("nan")) if average_rank else None,
+        "questions": n,
+        "average_rank_questions": n_rank,
+        "average_rank_passages": offset,
+    }
