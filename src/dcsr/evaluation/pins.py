@@ -217,7 +217,7 @@ def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike
         header.append(line)
     pins = strict_load(path) if text.strip() else {}
     cells, questions = pins_from_table(table_csv)
-    entry = dict(pins.get(name) or {"machine": machine_key(), "tolerance": 0.01})
+    entry = dict(pins.get(name) or {"machine": machine_key(), "table": Path(table_csv).stem, "tolerance": 0.01})
     entry.update(why=why, questions=questions, cells=cells)
     pins[name] = entry
     body = yaml.safe_dump(pins, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
