@@ -124,7 +124,8 @@ from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
 
-from dcsr.data.download import file_sha256, read_lock  # noqa: E402
+from dcsr.data.download import read_lock  # noqa: E402
+from dcsr.integrity import sha256_of  # noqa: E402
 from dcsr.data.formats import QA, Passage, iter_passages, read_qas, write_corpus, write_qas  # noqa: E402
 from dcsr.fixtures.httpserve import Faults, serve  # noqa: E402
 from dcsr.pipeline.resources import (RESOURCES, download_settings, resource_files, resource_of_file,  # noqa: E402
@@ -222,7 +223,7 @@ def test_a_download_that_differs_from_the_lock_never_lands(mirror, tmp_path):
     with serve(mirror) as url:
         fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
         recorded = lock.read_text()
-        old = file_sha256(dest)
+        old = sha256_of(dest)
         dest.unlink()
         # the mirror now serves other bytes of the same size
         data = bytearray((mirror / CORPUS_PATH).read_bytes())
@@ -239,16 +240,16 @@ def test_an_existing_file_is_checked_against_the_lock(mirror, tmp_path):
     dest, lock, requests = tmp_path / CORPUS, tmp_path / "lock.json", []
     with serve(mirror, requests=requests) as url:
         fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
-        good = file_sha256(dest)
+        good = sha256_of(dest)
         dest.write_bytes(dest.read_bytes()[:-1])
-        with pytest.raises(InputError, match=rf"^{dest}: the existing file has sha256 {file_sha256(dest)} "
+        with pytest.raises(InputError, match=rf"^{dest}: the existing file has sha256 {sha256_of(dest)} "
                                              rf"\(\d+ bytes\), but {lock} records {good}"):
             fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock)
         # a file put there by hand, with no entry yet, is recorded as it is
         qas = tmp_path / "nq-test.qa.csv"
         qas.write_bytes((mirror / "data/retriever/nq-test.qa.csv").read_bytes())
         fetch_resource(f"{url}/data/retriever/nq-test.qa.csv", qas, lock)
-    assert len(requests) == 1 and read_lock(lock)["nq-test.qa.csv"]["sha256"] == file_sha256(qas)
+    assert len(requests) == 1 and read_lock(lock)["nq-test.qa.csv"]["sha256"] == sha256_of(qas)
     assert read_lock(lock)["nq-test.qa.csv"]["verified"] is False
     assert read_lock(lock)["nq-test.qa.csv"]["reason"].startswith("it was found in place, not downloaded")
 
@@ -273,7 +274,7 @@ def test_concurrent_downloads_share_the_lock_file(mirror, tmp_path):
     with serve(mirror) as url, concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: fetch_resource(f"{url}/{n}", tmp_path / n, lock), names))
     assert sorted(read_lock(lock)) == names
-    assert all(read_lock(lock)[n]["sha256"] == file_sha256(tmp_path / n) for n in names)
+    assert all(read_lock(lock)[n]["sha256"] == sha256_of(tmp_path / n) for n in names)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names + ["lock.json"])  # no .flock left
 
 
@@ -330,7 +331,7 @@ def test_download_rule_fetches_a_resource_from_the_configured_base_url(repo, mir
     got = dl / "nq-test.qa.csv"
     assert got.read_bytes() == (mirror / "data/retriever/nq-test.qa.csv").read_bytes()
     assert json.loads((dl / "downloads.lock.json").read_text()) == {
-        "nq-test.qa.csv": {"url": f"{url}/data/retriever/nq-test.qa.csv", "size": got.stat().st_size, "sha256": file_sha256(got),
+        "nq-test.qa.csv": {"url": f"{url}/data/retriever/nq-test.qa.csv", "size": got.stat().st_size, "sha256": sha256_of(got),
                            "verified": True, "verified_by": ["size"]}}
     log = (tmp_path / "results" / "logs" / "download_resource" / "nq-test.qa.csv.log").read_text()
     assert f"{url}/data/retriever/nq-test.qa.csv: downloaded to {got}" in log

@@ -5,7 +5,6 @@ each ``pkg:`` encoder of the configs where a rule loads a model, and Java 21 whe
 Anserini. No conda channel is reachable here, so all of this is checked statically (AST and
 text): no environment is created, and ``--use-conda`` is not run end to end."""
 
-import ast
 import importlib.metadata
 import re
 import sys
@@ -18,6 +17,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from dcsr.pipeline.code_version import reached_files
 
 REPO = Path(__file__).resolve().parents[1]
 ENVS = ["cpu.yaml", "gpu.yaml"]
@@ -125,66 +126,7 @@ LAUNCHERS = {"python": set(), "{params.launcher:u}": {"torch"}}  # Plan.train_la
 
 
 # --------------------------------------------------------------------------- imports, statically
-
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
-    names = ({n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(handler.type)
-              if isinstance(n, (ast.Name, ast.Attribute))} if handler.type else {"BaseException"})
-    return bool(names & {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
-
-
-def file_imports(path: Path, package: str = "") -> set[str]:
-    """Absolute names of the modules ``path`` imports, anywhere in it (module level, functions),
-    but inside a ``try`` whose handler catches ImportError (an optional import); relative imports
-    resolved against ``package``; ``importlib.import_module("x")`` / ``find_spec("x")`` with a
-    literal name count as importing ``x``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    optional = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and any(map(_catches_import_error, t.handlers))
-                for stmt in t.body for n in ast.walk(stmt)}
-    out = set()
-    for node in ast.walk(tree):
-        if id(node) in optional:
-            continue
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
-                base = ".".join([*parts, *([node.module] if node.module else [])])
-            out |= {base} | {f"{base}.{a.name}" for a in node.names}
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
-              in ("import_module", "find_spec") and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)):
-            out.add(node.args[0].value)
-    return {m for m in out if m}
-
-
-def _dcsr_file(src: Path, module: str) -> Path | None:
-    p = src.joinpath(*module.split("."))
-    for f in (p / "__init__.py", p.with_suffix(".py")):
-        if f.is_file():
-            return f
-    return None
-
-
-def reached_files(script: Path, src: Path) -> dict[Path, set[str]]:
-    """``{file: its imports}`` of ``script`` and of every ``dcsr`` module under ``src`` it reaches,
-    transitively (importing ``dcsr.a.b`` runs ``dcsr/__init__``, ``dcsr/a/__init__`` and ``dcsr/a/b``)."""
-    seen, todo = {}, [(script, "")]
-    while todo:
-        path, package = todo.pop()
-        if path in seen:
-            continue
-        seen[path] = file_imports(path, package)
-        for m in seen[path]:
-            parts = m.split(".")
-            if parts[0] != "dcsr":
-                continue
-            for i in range(1, len(parts) + 1):
-                if f := _dcsr_file(src, ".".join(parts[:i])):
-                    todo.append((f, ".".join(parts[:i]) if f.name == "__init__.py" else ".".join(parts[: i - 1])))
-    return seen
-
+# (the files a script reaches and their imports: dcsr.pipeline.code_version.reached_files)
 
 # Import names whose distribution the venv cannot tell (a conda build, an import name unlike the
 # distribution's); others come from importlib.metadata.packages_distributions(), else the name itself.

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import http.client
 import json
 import logging
@@ -44,6 +43,7 @@ from tqdm import tqdm
 
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, replace_durably
+from dcsr.integrity import sha256_of
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
@@ -52,14 +52,6 @@ MAX_WAIT = 60.0  # seconds: the longest back-off between two tries
 
 def is_url(source: str | os.PathLike) -> bool:
     return str(source).startswith(("http://", "https://", "file://"))
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def part_path(dest: str | os.PathLike) -> Path:
@@ -132,7 +124,7 @@ def record_in_lock(lock: str | os.PathLike, name: str, entry: dict) -> None:
 
 
 def _check_against_lock(path: Path, name: str, entry: dict, lock: Path, what: str) -> None:
-    size, digest = path.stat().st_size, file_sha256(path)
+    size, digest = path.stat().st_size, sha256_of(path)
     if size != entry["size"] or digest != entry["sha256"]:
         raise InputError(str(path), f"{what} has sha256 {digest} ({size} bytes), but {lock} records "
                                     f"{entry['sha256']} ({entry['size']} bytes) for {name}")
@@ -266,20 +258,20 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
         path = Path(source)
         if not path.is_file():
             raise InputError(source, "no such file (give a local path or an http(s) URL)")
-        if want and (got := file_sha256(path)) != want:
+        if want and (got := sha256_of(path)) != want:
             raise InputError(source, f"sha256 mismatch: expected {want}, found {got}")
         return path
     dest, lock = Path(dest), (Path(lock) if lock is not None else None)
     # one job per file at a time: two would append to the same .part
     with exclusive(_flock_path(dest)):
         entry = read_lock(lock).get(dest.name) if lock else None
-        if dest.is_file() and (want is None or file_sha256(dest) == want):
+        if dest.is_file() and (want is None or sha256_of(dest) == want):
             if entry:
                 _check_against_lock(dest, dest.name, entry, lock, "the existing file")
             elif lock:
                 checked = _verification(["sha256"] if want else [], FOUND_IN_PLACE)
                 record_in_lock(lock, dest.name, {"url": source, "size": dest.stat().st_size,
-                                                 "sha256": file_sha256(dest), **checked})
+                                                 "sha256": sha256_of(dest), **checked})
                 if want:
                     log.info("%s: recorded the existing file in %s (verified: sha256)", dest, lock)
                 else:
@@ -290,7 +282,7 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
         if entry and part.exists() and part.stat().st_size > entry["size"]:
             part.unlink()  # longer than the file it is a part of
         total = _download_with_retries(source, part, retries, timeout, progress, backoff)
-        size, digest = part.stat().st_size, file_sha256(part)
+        size, digest = part.stat().st_size, sha256_of(part)
         if total is not None and size != total:  # _download checks this; a last guard before the rename
             part.unlink()
             raise InputError(source, f"the download has {size} bytes, but the server announced {total}; "

@@ -17,15 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-CHUNK = 1 << 22
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+from dcsr.integrity import sha256_of
 
 
 def _stamp(path: Path) -> dict:
@@ -66,7 +58,7 @@ def file_sha256(path: str | os.PathLike) -> str:
     cached = _read_cache(cache)
     if cached.get("stamp") == stamp and isinstance(cached.get("sha256"), str):
         return cached["sha256"]
-    digest = _sha256(path)
+    digest = sha256_of(path)
     if _stamp(path) == stamp:  # unchanged while it was read
         _write_cache(cache, {"stamp": stamp, "sha256": digest})
     return digest
@@ -85,7 +77,7 @@ def dir_sha256(path: str | os.PathLike) -> str:
         rel = f.relative_to(path).as_posix()
         stamp = _stamp(f)
         old = cached.get(rel)
-        digest = old["sha256"] if isinstance(old, dict) and old.get("stamp") == stamp else _sha256(f)
+        digest = old["sha256"] if isinstance(old, dict) and old.get("stamp") == stamp else sha256_of(f)
         entries[rel] = {"stamp": stamp, "sha256": digest}
         h.update(f"{rel}\0{digest}\n".encode())
     if entries != cached:
