@@ -3,10 +3,6 @@ error naming the config key, before any job runs."""
 
 import copy
 import re
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +11,7 @@ from dcsr.errors import InputError
 from dcsr.pipeline.checks import check_claim_seeds, check_index_factory, check_integers, check_local_sources
 from dcsr.pipeline.plan import Plan
 from test_plan import REPO, load
+from test_workflow import snakemake
 
 SCHEMA = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
 
@@ -70,10 +67,7 @@ def test_claim_sides_with_different_seed_counts_fail_before_training():
 def test_the_dry_run_stops_on_a_float_seed(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: 13.0\n")
-    snakemake = os.path.join(os.path.dirname(sys.executable), "snakemake")
-    r = subprocess.run([snakemake, "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
-                        "--configfile", str(REPO / "config" / "config.yaml"), str(bad)],
-                       capture_output=True, text=True, timeout=300)
+    r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "config.yaml"), str(bad), timeout=300)
     assert r.returncode != 0 and "config: seed: expected an integer, found 13.0; write it as 13" in r.stdout + r.stderr
     assert not (tmp_path / "results").exists()
 

@@ -111,11 +111,10 @@ def test_a_second_run_on_the_same_results_folder_is_refused(tmp_path, repo):
         over.write_text(yaml.safe_dump({"results": str(results)}))
         work = tmp_path / "elsewhere"
         work.mkdir()
-        snakemake = os.path.join(os.path.dirname(sys.executable), "snakemake")
-        r = subprocess.run([snakemake, "--snakefile", str(repo / "Snakefile"), "--directory", str(work), "--cores", "1",
-                            str(results / "data" / "demo" / "psgs_w100.tsv"),  # a target goes before --configfile
-                            "--configfile", str(repo / "config" / "generated.yaml"), str(over)],
-                           cwd=work, capture_output=True, text=True, timeout=300)
+        from test_workflow import snakemake
+
+        r = snakemake(repo, work, "--cores", "1", str(results / "data" / "demo" / "psgs_w100.tsv"),  # target first
+                      "--configfile", str(repo / "config" / "generated.yaml"), str(over), timeout=300)
         assert r.returncode != 0 and "another run is writing these results" in r.stdout + r.stderr
         assert not (results / "data").exists()
     finally:

@@ -73,21 +73,22 @@ def machine_key() -> str:
     return f"{vendor}/{level}"
 
 
-def variants(path: str | os.PathLike, name: str) -> dict[str, dict]:
+def variants(path: str | os.PathLike, name: str, pins: Any = None) -> dict[str, dict]:
     """The pinned variants of run ``name``: the entry ``name`` and every ``name@<machine>``
-    entry (the same run pinned on another kind of CPU), in file order."""
-    pins = strict_load(Path(path))
+    entry (the same run pinned on another kind of CPU), in file order (``pins``: the file,
+    when it is loaded already)."""
+    pins = strict_load(Path(path)) if pins is None else pins
     found = {k: _entry(pins, path, k) for k in (pins or {}) if k == name or str(k).startswith(name + "@")}
     if not found:
         _entry(pins, path, name)  # the error naming the runs there are
     return found
 
 
-def cross_kind_questions(path: str | os.PathLike) -> int:
+def cross_kind_questions(path: str | os.PathLike, pins: Any = None) -> int:
     """How many questions a cell may move by on a kind of CPU that has no pins of its own (the
     file's ``cross_kind: {questions: N}``): the most seen between two kinds, measured on at least
     two kinds of CPU, and said why in the file."""
-    pins = strict_load(Path(path)) or {}
+    pins = (strict_load(Path(path)) if pins is None else pins) or {}
     spec = pins.get("cross_kind") if isinstance(pins, dict) else None
     if not isinstance(spec, dict) or not isinstance(spec.get("questions"), int) or spec["questions"] < 0:
         raise InputError(str(path), "lacks 'cross_kind: {questions: N}', the tolerance in questions on a kind "
@@ -105,12 +106,13 @@ def check_variants(path: str | os.PathLike, name: str, table_csv: str | os.PathL
     matches. Nothing passes everything: a cell moved past that fails on every kind.
     Returns ``(variant compared, cells, problems, same machine)``."""
     machine = machine or machine_key()
-    found = variants(path, name)
+    pins = strict_load(Path(path))  # read once for the variants and the cross-kind tolerance
+    found = variants(path, name, pins)
     same = [k for k, e in found.items() if e.get("machine") == machine]
     if same:
         cells, problems = compare(found[same[0]], table_csv)
         return same[0], cells, problems, True
-    n = cross_kind_questions(path)
+    n = cross_kind_questions(path, pins)
     results = {k: compare(e, table_csv, cross_kind_questions=n) for k, e in found.items()}
     for k, (cells, problems) in results.items():
         if not failures(cells, problems):

@@ -12,10 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dcsr.errors import InputError
-
-
-def _key(parts) -> str:
-    return "config: " + ".".join(str(p) for p in parts)
+from dcsr.pipeline.config import _key, claim_pair
 
 
 def _resolve(schema: Mapping, node: Any) -> Any:
@@ -45,7 +42,7 @@ def check_integers(config: Any, schema: Mapping, node: Any = None, path: tuple =
     branches = [_resolve(schema, b) for b in node.get("oneOf", []) + node.get("anyOf", [])]
     types = _types(node).union(*(_types(b) for b in branches)) if branches else _types(node)
     if isinstance(config, float) and "integer" in types and "number" not in types:
-        raise InputError(_key(path), f"expected an integer, found {config!r}; write it as {int(config)}"
+        raise InputError(_key(*path), f"expected an integer, found {config!r}; write it as {int(config)}"
                          if config.is_integer() else f"expected an integer, found {config!r}")
     if isinstance(config, Mapping):
         props = node.get("properties", {})
@@ -80,7 +77,7 @@ def check_local_sources(config: Mapping, basedir: Path) -> None:
                 if close:
                     hint = f"; did you mean {str(Path(source).parent / close[0])!r}?"
                     break
-        raise InputError(_key(("corpora", name, "squad", "source")),
+        raise InputError(_key("corpora", name, "squad", "source"),
                          f"{source!r} is neither a URL nor an existing file (looked in the working directory and in "
                          f"{basedir}){hint}")
 
@@ -107,8 +104,6 @@ def check_index_factory(factory: str) -> None:
 def check_claim_seeds(config: Mapping) -> None:
     """The models of one claim that were trained several times must have the same number of seeds:
     seed k of one side is compared with seed k of the other (a model with one run is repeated)."""
-    from dcsr.pipeline.config import claim_pair
-
     models = config["models"]
     for i, claim in enumerate(config.get("claims", [])):
         counts = {}
@@ -118,7 +113,7 @@ def check_claim_seeds(config: Mapping) -> None:
                 if n > 1:
                     counts[m] = n
         if len(set(counts.values())) > 1:
-            raise InputError(_key(("claims", i)), "compares models trained with different numbers of seeds ("
+            raise InputError(_key("claims", i), "compares models trained with different numbers of seeds ("
                              + ", ".join(f"{m}: {n}" for m, n in counts.items())
                              + "); seed k is paired with seed k, so give them the same seeds: (or 1)")
 
@@ -133,7 +128,7 @@ def check_names(config: Mapping) -> None:
     characters at most (config/schema.yaml's ``name``)."""
     def bad(where, name):
         shown = name if len(str(name)) <= 80 else f"{str(name)[:40]}...{str(name)[-10:]}"
-        raise InputError(_key(where), f"{shown!r} ({len(str(name))} characters) is not a valid name: letters, digits "
+        raise InputError(_key(*where), f"{shown!r} ({len(str(name))} characters) is not a valid name: letters, digits "
                                       "and _ . -, starting with a letter or digit, at most 64 characters")
 
     for section in ("corpora", "datasets", "models", "encoders", "tables"):
@@ -153,14 +148,14 @@ def check_generated_domains(config: Mapping, domains) -> None:
     """A dataset's ``generated:`` names a domain of ``domains``, those the corpus generator makes
     (:data:`dcsr.fixtures.synth.DOMAINS`; rules/common.smk passes them, as the generator sits
     above this package), with the closest one when it does not."""
-    DOMAINS = list(domains)
+    known = list(domains)
     for name, ds in (config.get("datasets") or {}).items():
         domain = ds.get("generated") if isinstance(ds, Mapping) else None
-        if domain is not None and domain not in DOMAINS:
-            close = difflib.get_close_matches(domain, list(DOMAINS), n=1)
-            raise InputError(_key(("datasets", name, "generated")), f"the generator has no domain {domain!r}"
+        if domain is not None and domain not in known:
+            close = difflib.get_close_matches(domain, known, n=1)
+            raise InputError(_key("datasets", name, "generated"), f"the generator has no domain {domain!r}"
                              + (f"; did you mean {close[0]!r}?" if close else "")
-                             + f" (domains: {', '.join(DOMAINS)})")
+                             + f" (domains: {', '.join(known)})")
 
 
 def check_marker_lengths(model: str, settings: Mapping) -> None:
@@ -169,5 +164,5 @@ def check_marker_lengths(model: str, settings: Mapping) -> None:
     would fail in every training and embedding job (dcsr.models.markers)."""
     for key, least in (("passage_max_length", 4), ("question_max_length", 3)):
         if settings[key] < least:
-            raise InputError(_key(("models", model, "train", key)), f"{settings[key]} is too short for DCSR's "
+            raise InputError(_key("models", model, "train", key), f"{settings[key]} is too short for DCSR's "
                              f"sentence markers: at least {least} ([CLS] <sent> a token [SEP])")

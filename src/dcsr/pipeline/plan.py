@@ -298,12 +298,19 @@ class Plan:
         """(corpus, :class:`~dcsr.evaluation.tables.Cell`) of every cell of a table."""
         return [(self.corpus_of(c.dataset), c) for c in table_cells(self.config["tables"][table])]
 
-    def cell_metrics(self, corpus, cell):
-        """The metrics file a table cell reads: its run's, or its fusion's for a hybrid row."""
+    # a table cell's files: its pair's run, or its fusion's for a hybrid row
+    CELL_FILES = {"metrics": ("METRICS", "HYBRID_METRICS"), "run": ("RUN", "HYBRID_RUN"),
+                  "questions": ("QUESTION_RESULTS", "HYBRID_QUESTIONS")}
+
+    def cell_file(self, corpus, cell, kind):
+        """A table cell's ``kind`` of file (metrics, run, per-question results): its pair's, or
+        its fusion's for a hybrid row."""
+        plain, hybrid = self.CELL_FILES[kind]
         if cell.fusion:
-            return self.paths.HYBRID_METRICS.format(corpus=corpus, fusion=cell.fusion, qmodel=cell.qmodel,
-                                                    pmodel=cell.pmodel, dataset=cell.dataset)
-        return self.paths.METRICS.format(corpus=corpus, qmodel=cell.qmodel, pmodel=cell.pmodel, dataset=cell.dataset)
+            return getattr(self.paths, hybrid).format(corpus=corpus, fusion=cell.fusion, qmodel=cell.qmodel,
+                                                      pmodel=cell.pmodel, dataset=cell.dataset)
+        return getattr(self.paths, plain).format(corpus=corpus, qmodel=cell.qmodel, pmodel=cell.pmodel,
+                                                 dataset=cell.dataset)
 
     def table_runs(self, table):
         """(corpus, qmodel, pmodel, dataset) of every run a table needs: its cells', and for a
@@ -320,23 +327,16 @@ class Plan:
         return list(dict.fromkeys(runs))
 
     def table_metrics(self, table):
-        return [self.cell_metrics(c, cell) for c, cell in self.table_cells(table)]
-
-    def cell_run(self, corpus, cell):
-        """The TREC run of a table cell: its pair's, or its fusion's for a hybrid row."""
-        if cell.fusion:
-            return self.paths.HYBRID_RUN.format(corpus=corpus, fusion=cell.fusion, qmodel=cell.qmodel,
-                                                pmodel=cell.pmodel, dataset=cell.dataset)
-        return self.paths.RUN.format(corpus=corpus, qmodel=cell.qmodel, pmodel=cell.pmodel, dataset=cell.dataset)
+        return [self.cell_file(c, cell, "metrics") for c, cell in self.table_cells(table)]
 
     def table_inputs(self, wc):
         """make_table's inputs: every cell's metrics; with ``measures``, every cell's TREC run and
-        the pooled qrels of each test set it scores them against."""
-        inputs = {"metrics": self.table_metrics(wc.table)}
+        the pooled qrels of each test set it scores them against (from :meth:`table_spec_cells`)."""
+        cells = self.table_spec_cells(wc.table)
+        inputs = {"metrics": [c["metrics"] for c in cells]}
         if self.config["tables"][wc.table].get("measures"):
-            cells = self.table_cells(wc.table)
-            inputs["runs"] = [self.cell_run(c, cell) for c, cell in cells]
-            inputs["qrels"] = sorted({self.paths.POOLED_QRELS.format(corpus=c, dataset=cell.dataset) for c, cell in cells})
+            inputs["runs"] = [c["run"] for c in cells]
+            inputs["qrels"] = sorted({c["qrels"] for c in cells})
         return inputs
 
     def table_spec_cells(self, table):
@@ -344,8 +344,8 @@ class Plan:
         ``measures``, its TREC run and its test set's pooled qrels."""
         measures = bool(self.config["tables"][table].get("measures"))
         return [{"qmodel": cell.qmodel, "pmodel": cell.pmodel, "dataset": cell.dataset, "fusion": cell.fusion,
-                 "metrics": self.cell_metrics(c, cell),
-                 **({"run": self.cell_run(c, cell),
+                 "metrics": self.cell_file(c, cell, "metrics"),
+                 **({"run": self.cell_file(c, cell, "run"),
                      "qrels": self.paths.POOLED_QRELS.format(corpus=c, dataset=cell.dataset)} if measures else {})}
                 for c, cell in self.table_cells(table)]
 
@@ -376,10 +376,8 @@ class Plan:
         every row's standard measures are computed against (TREC pooling)."""
         runs = set()
         for table in self.config["tables"]:
-            for c, cell in self.table_cells(table):
-                if c == corpus and cell.dataset == dataset and cell.fusion:
-                    runs.add(self.paths.HYBRID_QUESTIONS.format(corpus=c, fusion=cell.fusion, qmodel=cell.qmodel,
-                                                                pmodel=cell.pmodel, dataset=cell.dataset))
+            runs |= {self.cell_file(c, cell, "questions") for c, cell in self.table_cells(table)
+                     if (c, cell.dataset) == (corpus, dataset) and cell.fusion}
             runs |= {self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)
                      for c, q, p, d in self.table_runs(table) if (c, d) == (corpus, dataset)}
         runs |= {self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)
