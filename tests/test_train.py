@@ -206,6 +206,33 @@ def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):
     assert on["average_rank"] >= 0
 
 
+def test_validation_encodes_once_when_the_rank_reads_the_nll_samples(tmp_path, tiny_bert, data, monkeypatch):
+    """With as many negatives for the average rank as for training (here: 1 hard, 0 other), the
+    rank's samples are the NLL's: one encoding serves both, with the numbers of two encodings."""
+    from dcsr.training import validation
+
+    _, dev_json = data
+    s = validate_settings({**SMALL, "hard_negatives": 1, "other_negatives": 0, "val_av_rank_hard_neg": 1,
+                           "val_av_rank_other_neg": 0})
+    tokenizer, model = build_biencoder(str(tiny_bert), "cls", 0.0)
+    calls = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda q, p: calls.append(p["input_ids"].shape[0]) or forward(q, p))
+    once = evaluate(model, tokenizer, read_biencoder(dev_json), s)
+    encoded_once = sum(calls)
+    calls.clear()
+    monkeypatch.setattr(validation, "_same", lambda a, b: False)
+    twice = evaluate(model, tokenizer, read_biencoder(dev_json), s)
+    assert once == twice and once["average_rank_passages"] == 16 * 2
+    assert encoded_once == 16 * 2 and sum(calls) == 2 * 16 * 2
+    # with more negatives for the rank than for training, the samples differ: two encodings
+    calls.clear()
+    monkeypatch.undo()
+    monkeypatch.setattr(model, "forward", lambda q, p: calls.append(p["input_ids"].shape[0]) or forward(q, p))
+    more = evaluate(model, tokenizer, read_biencoder(dev_json), validate_settings({**SMALL, "hard_negatives": 1}))
+    assert more["average_rank_passages"] == 16 * 4 and sum(calls) == 16 * 2 + 16 * 4
+
+
 def _weights(model_dir):
     """Every tensor of a saved bi-encoder, by name."""
     _, model, _ = load_biencoder(model_dir)

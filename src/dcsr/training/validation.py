@@ -19,6 +19,13 @@ def _split(indices: Sequence[int], ctx: DistContext) -> list[int]:
     return [int(i) for i in np.array_split(np.asarray(indices, dtype=np.int64), ctx.world)[ctx.rank]]
 
 
+def _same(a: Sequence[Sample], b: Sequence[Sample]) -> bool:
+    try:
+        return a == b
+    except ValueError:  # a builder's extra data that does not compare (arrays): encode twice
+        return False
+
+
 def _encode_local(model: BiEncoder, tokenizer, builder: SampleBuilder, samples: list[Sample],
                   ctx: DistContext, amp_dtype) -> tuple[Tensor, Tensor, Tensor]:
     h = model.hidden_size
@@ -69,30 +76,41 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
 
         bar = tqdm(total=n + n_rank, desc="validate", unit=" q", file=sys.stderr, leave=False, mininterval=1.0)
 
+    nll_samples = [builder.sample(dev_records[i], sample_rng(s["seed"], -1, i), shuffle=False) for i in range(n)]
+    rank_samples = [builder.sample(dev_records[i], sample_rng(s["seed"], -1, i), shuffle=False,
+                                   hard_negatives=s["val_av_rank_hard_neg"],
+                                   other_negatives=s["val_av_rank_other_neg"]) for i in range(n_rank)]
+    # When the average rank reads the very samples of the NLL (every question, and as many
+    # negatives: a dev set without negatives, or val_av_rank_* equal to the training ones),
+    # one encoding serves both: the same batches give the same vectors, at half the cost.
+    shared = n_rank == n and _same(rank_samples, nll_samples)
     losses, correct = [], 0
-    for start in range(0, n, global_bs):
-        local = _split(range(start, min(n, start + global_bs)), ctx)
-        samples = [builder.sample(dev_records[i], sample_rng(s["seed"], -1, i), shuffle=False) for i in local]
-        q, p, pos = _encode_local(model, tokenizer, builder, samples, ctx, amp_dtype)
-        q_all, p_all, targets = global_vectors(q, p, pos, ctx)
-        loss, c = nll_loss(q_all, p_all, targets)
-        losses.append(float(loss))
-        correct += c
-        if bar:
-            bar.update(q_all.shape[0])
-
     q_parts, p_parts, t_parts, offset = [], [], [], 0
-    for start in range(0, n_rank, global_bs):
-        local = _split(range(start, min(n_rank, start + global_bs)), ctx)
-        samples = [builder.sample(dev_records[i], sample_rng(s["seed"], -1, i), shuffle=False,
-                                  hard_negatives=s["val_av_rank_hard_neg"], other_negatives=s["val_av_rank_other_neg"])
-                   for i in local]
-        q, p, pos = _encode_local(model, tokenizer, builder, samples, ctx, amp_dtype)
-        q_all, p_all, targets = global_vectors(q, p, pos, ctx)
+
+    def keep_for_rank(q_all: Tensor, p_all: Tensor, targets: Tensor) -> None:
+        nonlocal offset
         q_parts.append(q_all.cpu())
         p_parts.append(p_all.cpu())
         t_parts.append(targets.cpu() + offset)
         offset += p_all.shape[0]
+
+    for start in range(0, n, global_bs):
+        local = _split(range(start, min(n, start + global_bs)), ctx)
+        q, p, pos = _encode_local(model, tokenizer, builder, [nll_samples[i] for i in local], ctx, amp_dtype)
+        q_all, p_all, targets = global_vectors(q, p, pos, ctx)
+        loss, c = nll_loss(q_all, p_all, targets)
+        losses.append(float(loss))
+        correct += c
+        if shared:
+            keep_for_rank(q_all, p_all, targets)
+        if bar:
+            bar.update(q_all.shape[0] * (2 if shared else 1))
+
+    for start in range(0, 0 if shared else n_rank, global_bs):
+        local = _split(range(start, min(n_rank, start + global_bs)), ctx)
+        q, p, pos = _encode_local(model, tokenizer, builder, [rank_samples[i] for i in local], ctx, amp_dtype)
+        q_all, p_all, targets = global_vectors(q, p, pos, ctx)
+        keep_for_rank(q_all, p_all, targets)
         if bar:
             bar.update(q_all.shape[0])
     if bar:
