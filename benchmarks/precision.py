@@ -39,7 +39,7 @@ def main():
     from dcsr.retrieval.embed import encode_texts
     from dcsr.data.formats import iter_passages
     from dcsr.models.biencoder import build_biencoder, score, tokenize_passages, tokenize_questions
-    from dcsr.models.precision import autocast, cpu_has_amx_bf16
+    from dcsr.models.precision import autocast, cpu_bf16
 
     passages = list(islice(iter_passages(a.corpus), a.passages))
     titles, texts = [p.title for p in passages], [p.text for p in passages]
@@ -82,7 +82,7 @@ def main():
     emit({
         "date": date.today().isoformat(),
         "machine": machine(),
-        "amx_bf16": cpu_has_amx_bf16(),
+        "cpu_bf16": cpu_bf16(),
         "passages": len(passages), "batch_size": a.batch_size, "max_length": a.max_length,
         "train_batch": n, "repeats": a.repeats,
         "seconds": times,

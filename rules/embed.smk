@@ -24,6 +24,7 @@ rule embed_shard:
         batch_size=config["embed"]["batch_size"],
         fp16="--fp16" if config["embed"]["fp16"] else "",
         precision=config["embed"]["precision"],
+        backend=config["embed"]["backend"],
         sentences=lambda wc, input: ["--sentences", input.sentences] if plan.is_dcsr(wc.pmodel) else [],
     threads: plan.threads_for("embed_shard", 2)
     resources:
@@ -35,6 +36,7 @@ rule embed_shard:
     shell:
         "python {params.script:q} --model {input.model:q} --corpus {params.store:q} --shard {wildcards.shard:q}"
         " --num-shards {params.shards:q} --batch-size {params.batch_size:q} {params.fp16:q} --precision {params.precision:q}"
+        " --backend {params.backend:q}"
         " --vectors {output.vectors:q} --ids {output.ids:q} --sentence-numbers {output.sentence_numbers:q}"
         " {params.sentences:q} 2> {log:q}"
 

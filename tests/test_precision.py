@@ -8,18 +8,20 @@ from dcsr.models import precision
 from dcsr.errors import InputError
 
 
-def test_amx_is_read_from_the_cpu_flags(tmp_path):
-    amx, avx = tmp_path / "amx", tmp_path / "avx"
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
+    amx, zen4, avx2 = tmp_path / "amx", tmp_path / "zen4", tmp_path / "avx2"
     amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_bf16 amx_tile\n")
-    avx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n")
-    assert precision.cpu_has_amx_bf16(str(amx)) is True
-    assert precision.cpu_has_amx_bf16(str(avx)) is False  # AVX-512 BF16 alone (AMD Zen 4): keep fp32
-    assert precision.cpu_has_amx_bf16(str(tmp_path / "missing")) is False
+    zen4.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 avx512_vnni\n")
+    avx2.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma\n")
+    assert precision.cpu_bf16(str(amx)) == "amx_bf16"
+    assert precision.cpu_bf16(str(zen4)) == "avx512_bf16"  # AVX-512 BF16 alone (AMD Zen 4)
+    assert precision.cpu_bf16(str(avx2)) is None  # AVX2 (AMD Zen 3): bf16 only by emulation
+    assert precision.cpu_bf16(str(tmp_path / "missing")) is None
 
 
-@pytest.mark.parametrize("amx, expected", [(True, "bf16"), (False, "fp32")])
-def test_auto_is_bf16_only_on_cpus_with_amx(monkeypatch, amx, expected):
-    monkeypatch.setattr(precision, "cpu_has_amx_bf16", lambda: amx)
+@pytest.mark.parametrize("flag, expected", [("amx_bf16", "bf16"), ("avx512_bf16", "bf16"), (None, "fp32")])
+def test_auto_is_bf16_on_cpus_with_bf16_instructions(monkeypatch, flag, expected):
+    monkeypatch.setattr(precision, "cpu_bf16", lambda: flag)
     assert precision.resolve("auto", "cpu") == expected
     assert precision.resolve("fp32", "cpu") == "fp32" and precision.resolve("bf16", "cpu") == "bf16"
 

@@ -65,6 +65,7 @@ def _s(types, default, help, **kw) -> Setting:
 POOLINGS = ("auto", "cls", "mean")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AMP = ("auto", "bf16", "fp16", "off")
+EMBED_BACKENDS = ("torch", "onnx-int8")  # dcsr.retrieval.embed, dcsr.models.onnx_int8
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 
@@ -96,7 +97,7 @@ TRAIN: dict[str, Setting] = {
                                            "sentence-transformers' scale; 1, the dot product, otherwise)",
                 low=0, low_open=True),
     "seed": _s(int, 12345, "seed of order, negatives, dropout"),
-    "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX, else off), "
+    "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX or AVX-512 BF16, else off), "
                            "bf16, fp16, off",
               choices=AMP),
     "checkpoint_every_steps": _s(int, 0, "also checkpoint every N steps (0: at each epoch end only)", low=0),
@@ -171,8 +172,12 @@ SECTIONS: dict[str, dict[str, Setting]] = {
         "batch_size": _s(int, 64, "passages per encoder batch", low=1),
         "fp16": _s(bool, False, "store vectors as float16"),
         "precision": _s(str, "auto", "compute precision of the encoders: auto (bf16 on a CUDA GPU that has it, else fp16; "
-                                     "bf16 on a CPU with AMX; else fp32), fp32, bf16, fp16 (CUDA only)",
+                                     "bf16 on a CPU with AMX or AVX-512 BF16; else fp32), fp32, bf16, fp16 (CUDA only)",
                         choices=PRECISIONS),
+        "backend": _s(str, "torch", "runtime of the passage encoder in corpus embedding: torch, or onnx-int8 (ONNX "
+                                    "Runtime, int8 weights, one passage per call; CPU only; it changes the vectors: "
+                                    "benchmarks/embedding-backends.md gives its speed and its top-k cost)",
+                      choices=EMBED_BACKENDS),
         "gpus": _s(int, 0, "GPUs requested per embedding job", low=0),
     },
     "index": {

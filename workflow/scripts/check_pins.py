@@ -19,11 +19,11 @@ def main():
     ap.add_argument("--run", required=True, help="the pinned run: ci or demo")
     ap.add_argument("--table", required=True, help="the run's table CSV (results/tables/<table>.csv)")
     ap.add_argument("--by-precision", action="store_true",
-                    help="the run's pins for what precision auto means on this CPU: <run>-bf16 (AMX) or <run>-fp32")
+                    help="the run's pins for what precision auto means on this CPU: <run>-bf16 (AMX or AVX-512 BF16) or <run>-fp32")
     ap.add_argument("--update", action="store_true", help="re-pin the run to this table (with --why)")
     ap.add_argument("--why", help="with --update: why the pinned numbers move (kept in the file)")
     a = ap.parse_args()
-    if a.by_precision:  # the default config computes in bf16 on CPUs with AMX: other numbers than fp32
+    if a.by_precision:  # the default config computes in bf16 on CPUs with AMX or AVX-512 BF16: other numbers than fp32
         from dcsr.models.precision import resolve
 
         a.run = f"{a.run}-{resolve('auto', 'cpu')}"

@@ -6,6 +6,7 @@ import logging
 
 from dcsr.cli import script
 from dcsr.retrieval.embed import embed_corpus_shard
+from dcsr.settings import EMBED_BACKENDS
 
 
 @script
@@ -20,6 +21,8 @@ def main():
     ap.add_argument("--fp16", action="store_true", help="store float16 vectors (and autocast on GPU)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.models.precision)")
+    ap.add_argument("--backend", default="torch", choices=EMBED_BACKENDS,
+                    help="runtime of the passage encoder (dcsr.models.onnx_int8)")
     ap.add_argument("--vectors", required=True)
     ap.add_argument("--ids", required=True)
     ap.add_argument("--sentence-numbers", default=None, help="output: sentence number of each vector (.npy)")
@@ -27,7 +30,8 @@ def main():
     a = ap.parse_args()
     stats = embed_corpus_shard(a.model, a.corpus, a.shard, a.num_shards, a.vectors, a.ids,
                                batch_size=a.batch_size, max_length=a.max_length, fp16=a.fp16, device=a.device,
-                               sentences=a.sentences, out_sentences=a.sentence_numbers, precision=a.precision)
+                               sentences=a.sentences, out_sentences=a.sentence_numbers, precision=a.precision,
+                               backend=a.backend)
     logging.info("done: %s", json.dumps(stats))
 
 

@@ -1,12 +1,13 @@
 """Compute precision of the encoders: which dtype a forward pass runs in, apart from the dtype
 vectors are stored in.
 
-``auto`` picks bfloat16 where the hardware runs it natively: a CUDA device with bf16 support
-(else float16), or a CPU with Intel AMX (``amx_bf16`` in ``/proc/cpuinfo``), where
-sentence-transformers' MiniLM encodes about 2.5x faster under bf16 autocast with every vector at
-a cosine of at least 0.9999 to its fp32 twin (BENCHMARKS.md). CPUs without AMX (AVX-512 BF16
-alone, as on AMD Zen 4, or none) run bf16 by emulation or slower kernels, so ``auto`` keeps fp32
-there. ``fp32``, ``bf16`` and ``fp16`` force a precision (fp16 only on CUDA).
+``auto`` picks bfloat16 where the hardware computes it natively: a CUDA device with bf16 support
+(else float16), or a CPU with bf16 instructions in ``/proc/cpuinfo``: Intel AMX (``amx_bf16``)
+or AVX-512 BF16 (``avx512_bf16``, as on AMD Zen 4). Measured (benchmarks/precision.md), MiniLM
+encodes 2.6x faster under bf16 autocast with AMX and about 1.7x with AVX-512 BF16 alone, every
+vector at a cosine of at least 0.9999 to its fp32 twin; a CPU with neither (AVX2) emulates bf16
+and runs it slower than fp32, so ``auto`` keeps fp32 there. ``fp32``, ``bf16`` and ``fp16`` force
+a precision (fp16 only on CUDA).
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ from dcsr.errors import InputError
 from dcsr.settings import PRECISIONS
 
 
-@functools.lru_cache(maxsize=1)
-def cpu_has_amx_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether this machine's CPU has Intel AMX with bf16 (Linux; False where unknown)."""
+NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # the CPU flags under which auto computes in bf16
+
+
+@functools.lru_cache(maxsize=4)
+def cpu_bf16(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The bf16 instructions of this machine's CPU: ``"amx_bf16"`` (Intel AMX),
+    ``"avx512_bf16"`` (AVX-512 BF16 without AMX, as AMD Zen 4), or None (none, or unknown: not
+    Linux)."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if line.startswith("flags"):
-                    return "amx_bf16" in line.split()
+                    flags = set(line.split())
+                    return next((f for f in NATIVE_BF16_FLAGS if f in flags), None)
     except OSError:
         pass
-    return False
+    return None
 
 
 def resolve(setting: str, device_type: str, where: str = "embed.precision") -> str:
@@ -41,7 +48,7 @@ def resolve(setting: str, device_type: str, where: str = "embed.precision") -> s
             import torch
 
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        return "bf16" if device_type == "cpu" and cpu_has_amx_bf16() else "fp32"
+        return "bf16" if device_type == "cpu" and cpu_bf16() else "fp32"
     if setting == "fp16" and device_type != "cuda":
         raise InputError(where, "fp16 compute needs a CUDA device; use fp32 or bf16 on a CPU")
     return setting

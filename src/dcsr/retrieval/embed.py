@@ -29,9 +29,11 @@ import torch
 from tqdm import tqdm
 
 from dcsr.data.formats import iter_passages, iter_qas
+from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import seal
 from dcsr.models.precision import autocast, resolve
+from dcsr.settings import EMBED_BACKENDS
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,7 @@ def embed_corpus_shard(
     sentences: str | os.PathLike | None = None,
     out_sentences: str | os.PathLike | None = None,
     precision: str = "fp32",
+    backend: str = "torch",
 ) -> dict:
     """Encode one corpus shard with the passage encoder of ``model_dir``; returns stats.
 
@@ -228,8 +231,20 @@ def embed_corpus_shard(
     table ``sentences`` (passages missing from it, or every passage when it is None, are
     split on the fly with the default splitter). ``out_sentences`` receives the sentence
     number of every vector (-1 for DPR's whole-passage vectors). ``fp16`` is the stored dtype;
-    ``precision`` the compute precision (:mod:`dcsr.models.precision`; ``auto`` may pick bf16)."""
+    ``precision`` the compute precision (:mod:`dcsr.models.precision`; ``auto`` may pick bf16).
+    ``backend`` ``onnx-int8`` runs the passage encoder in ONNX Runtime with int8 weights
+    (:mod:`dcsr.models.onnx_int8`), one passage per call; ``torch`` (the default) in torch."""
+    if backend not in EMBED_BACKENDS:
+        raise InputError("embed.backend", f"unknown backend {backend!r}; expected one of {', '.join(EMBED_BACKENDS)}")
     dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
+    if backend == "onnx-int8":
+        from dcsr.models.onnx_int8 import use_int8_passage_encoder
+
+        if dev.type != "cpu":
+            raise InputError("embed.backend", "onnx-int8 runs on the CPU; use torch on a GPU")
+        use_int8_passage_encoder(model)
+        # one passage per call, so that its vector does not depend on its batchmates; pooling in fp32
+        precision, batch_size = "fp32", 1
     max_length = max_length or int(meta.get("passage_max_length", 256))
     ids, titles, texts = shard_passages(corpus_tsv, shard, num_shards)
     log.info("shard %d/%d: %d passages, device %s, method %s", shard, num_shards, len(ids), dev,
@@ -259,7 +274,8 @@ def embed_corpus_shard(
     if out_sentences is not None:
         _save_npy(Path(out_sentences), np.asarray(sent_no, dtype=np.int32))
     return {"shard": shard, "passages": len(ids), "vectors": int(len(vec_ids)), "dim": int(vecs.shape[1]),
-            "dtype": "float16" if fp16 else "float32", "precision": precision, "method": meta.get("method", "dpr")}
+            "dtype": "float16" if fp16 else "float32", "precision": precision, "backend": backend,
+            "method": meta.get("method", "dpr")}
 
 
 def embed_questions(

@@ -47,7 +47,7 @@ def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: P
     :data:`~dcsr.settings.NOT_IN_FINGERPRINT` (the batch as the global batch, which is what
     the loss sees), the content of the training and dev sets and of ``inputs`` (DCSR's
     sentence table), the initial checkpoint, and ``compute``, the precision that ``amp`` resolved
-    to on this machine (``auto`` is bf16 on a CPU with AMX, fp32 on one without). A checkpoint
+    to on this machine (``auto`` is bf16 on a CPU with AMX or AVX-512 BF16, fp32 on one without). A checkpoint
     resumes only on an exact match."""
     settings = {k: v for k, v in s.items() if k not in NOT_IN_FINGERPRINT + ("batch_size", "dev_batch_size")}
     if s.get("grad_cache_chunk") and s.get("dropout") != 0.0:
