@@ -57,9 +57,63 @@ def test_ledger_files(tmp_path):
     rows = ledger_rows([{"claim": "B beats A", "paper": "Table 9: 1 vs 2", "test_set": "t", "metric": "top20",
                          "baseline": "a", "method": "b", "baseline_run": a, "method_run": b}])
     assert rows[0]["difference"] == 45.0 and rows[0]["verdict"] == "holds" and rows[0]["seeds"] == 1
+    assert rows[0]["p_holm"] == rows[0]["p_value"]  # one test: nothing to adjust
     write_ledger(rows, tmp_path / "c.csv", tmp_path / "c.md")
     md = (tmp_path / "c.md").read_text()
-    assert "| B beats A | Table 9: 1 vs 2 | t | top20 | a | b | 40 | 50.0 / 95.0 | +45.0 [" in md and "**holds**" in md
+    assert ("| B beats A | Table 9: 1 vs 2 | t | paper k: top20 | a | b | 40 | 50.0 / 95.0 | +45.0 [" in md
+            and "**holds** | – |" in md)
+
+
+def test_holm_adjusts_every_test_of_the_ledger_together(tmp_path):
+    """Two claims at two depths are four tests; Holm's step-down multiplies the smallest p by 4,
+    the next by 3, ... (never below the one before), and the verdict reads the adjusted p."""
+    from dcsr.evaluation.claims import holm
+
+    assert holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm([0.0433, 0.00443, 0.00635, 0.894]) == pytest.approx([0.0866, 0.01772, 0.01905, 0.894])
+    n = 200
+    # at top-1: only the method answers 14 questions, the baseline 4 (p = 0.031 alone); at top-5 the same
+    base = _run(tmp_path / "a.jsonl", [1] * 100 + [2] * 4 + [None] * (n - 104))
+    meth = _run(tmp_path / "b.jsonl", [1] * 100 + [None] * 4 + [3] * 14 + [None] * (n - 118))
+    claim = {"claim": "c", "test_set": "t", "metric": "top5", "scaled_metric": "top1", "baseline": "a",
+             "method": "b", "baseline_run": base, "method_run": meth, "paper_difference": 10.9}
+    rows = ledger_rows([claim])
+    assert [(r["depth"], r["metric"]) for r in rows] == [("paper k", "top5"), ("scaled k", "top1")]
+    top5, top1 = rows
+    assert (top5["only_baseline"], top5["only_method"]) == (4, 14) and top5["p_value"] == pytest.approx(0.0309, abs=1e-4)
+    assert (top1["only_baseline"], top1["only_method"]) == (0, 0) and top1["p_value"] == 1.0
+    assert top5["p_holm"] == pytest.approx(2 * 0.0309, abs=2e-4)  # the smaller of two p-values, times 2
+    assert top5["verdict"] == "inconclusive at this scale"  # significant alone (p = 0.031), not after Holm
+    assert compare_runs(base, meth, 5).verdict == "holds"
+    # the power of an inconclusive test: the smallest difference 200 questions detect with 18 of them
+    # discordant, at 0.05 / 2 and 80% power, and the questions the paper's +10.9 would need
+    from dcsr.evaluation.power import detectable_difference, questions_needed
+
+    assert top5["detectable"] == pytest.approx(100 * detectable_difference(200, 18 / 200, 0.025))
+    assert top5["questions_needed"] == questions_needed(0.109, 18 / 200, 0.025)
+    assert 0 < top5["detectable"] < 100 and top5["questions_needed"] > 0
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    md = (tmp_path / "l.md").read_text()
+    assert "| 0.0309 | 0.0618 |" in md and "the paper's +10.9 needs" in md and "scaled k: top1" in md
+
+
+def test_power_figures_follow_connors_formula():
+    """Connor (1987): n = (z(1-a/2) sqrt(psi) + z(1-b) sqrt(psi - d^2))^2 / d^2, worked by hand for
+    d = 0.1, psi = 0.2, a = 0.05, power 0.8: (1.95996 * 0.44721 + 0.84162 * 0.43589)^2 / 0.01 = 154.6."""
+    from dcsr.evaluation.power import detectable_difference, questions_needed
+
+    assert questions_needed(0.1, 0.2) == 155
+    assert questions_needed(-0.1, 0.2) == 155
+    assert questions_needed(0.1, 0.01) == questions_needed(0.1, 0.1)  # psi is at least the difference
+    d = detectable_difference(155, 0.2)
+    assert d == pytest.approx(0.1, abs=0.001)  # the inverse of the formula
+    assert detectable_difference(620, 0.2) == pytest.approx(d / 2, rel=0.05)  # 4x the questions: about half
+    assert detectable_difference(3, 0.1) is None  # too few questions for any difference
+    # few discordant questions: a larger difference brings more of them, and is detectable
+    few = detectable_difference(45, 8 / 45, 0.05 / 8)
+    assert 8 / 45 < few < 1 and questions_needed(few, 8 / 45, 0.05 / 8) == pytest.approx(45, abs=1)
+    with pytest.raises(ValueError):
+        questions_needed(0, 0.2)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -94,6 +148,7 @@ def test_several_seeds_compare_mean_outcomes_and_report_each_seed(tmp_path):
     assert rows[0]["seed_sd"] == pytest.approx(25.0)
     write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
     assert "| 3 (+25.0 / +0.0 / +50.0; sd 25.0) |" in (tmp_path / "l.md").read_text()
+    assert rows[0]["p_holm"] == rows[0]["p_value"]
 
 
 def test_seeds_train_a_model_several_times():
@@ -159,7 +214,8 @@ def test_the_ledger_rounds_once_from_the_raw_value(tmp_path):
     row = {k: "" for k in FIELDS}
     row.update(claim="c", paper="p", test_set="t", metric="top20", baseline="a", method="b", questions=10,
                baseline_value=71.3507, method_value=80.0, difference=8.6493, ci_low=1.0, ci_high=20.0,
-               only_baseline=0, only_method=1, p_value=0.5, seeds=1, verdict="inconclusive at this scale")
+               only_baseline=0, only_method=1, p_value=0.5, p_holm=0.5, seeds=1, depth="paper k",
+               verdict="inconclusive at this scale", detectable=12.345)
     write_ledger([row], tmp_path / "c.csv", tmp_path / "c.md")
     assert "| 71.4 / 80.0 | +8.6 [+1.0, +20.0] |" in (tmp_path / "c.md").read_text()
     assert ",71.35,80.0,8.65," in (tmp_path / "c.csv").read_text()

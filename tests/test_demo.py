@@ -34,6 +34,6 @@ def test_the_real_text_default_matches_its_pins(repo, tmp_path):
         return
     import csv
 
-    verdicts = {row["claim"]: row["verdict"] for row in csv.DictReader(open(results / "claims.csv"))}
+    verdicts = {f"{row['claim']} ({row['metric']})": row["verdict"] for row in csv.DictReader(open(results / "claims.csv"))}
     pinned = yaml.safe_load((repo / "config" / "pins.yaml").read_text())["demo-claims-fp32"]["verdicts"]
     assert verdicts == pinned

@@ -221,10 +221,17 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     # the claims ledger: each claim of config.yaml, a paired comparison of two of the table's runs
     claims = list(csv.DictReader(open(results / "claims.csv")))
     configured = overlay["claims"]
-    assert [c["claim"] for c in claims] == [c["claim"] for c in configured]
+    # each claim at the paper's k and at the scaled k, the p-values Holm-adjusted over all of them
+    assert [(c["claim"], c["depth"], c["metric"]) for c in claims] == [
+        (c["claim"], depth, c[key]) for c in configured for depth, key in (("paper k", "metric"), ("scaled k", "scaled_metric"))]
     labels_of = {"dpr": "DPR", "dpr-trivia": "DPR", "dcsr": "DCSR", "dcsr-trivia": "DCSR", "bm25": "BM25"}
     for c in claims:
         assert c["verdict"] in ("holds", "does not hold", "inconclusive at this scale")
+        assert float(c["p_value"]) <= float(c["p_holm"]) <= 1
+        if c["verdict"] == "inconclusive at this scale":  # its power: every claim has its paper's difference
+            assert int(c["questions_needed"]) > 0
+        else:
+            assert c["detectable"] == c["questions_needed"] == ""
         assert float(c["ci_low"]) <= float(c["difference"]) <= float(c["ci_high"])
         for side in ("baseline", "method"):  # each side's value is its cell of the table
             assert float(c[f"{side}_value"]) == pytest.approx(got[(labels_of[c[side]], c["test_set"], c["metric"])], abs=0.006)

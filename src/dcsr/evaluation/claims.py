@@ -7,9 +7,18 @@ interval over questions (``scipy.stats.bootstrap``, paired, percentile, seeded),
 sign test on the questions only one of them answers (McNemar's exact test,
 ``scipy.stats.binomtest``). A model trained with several seeds (``seeds: n``) enters as each
 question's outcome averaged over its runs (seed k against seed k), so the interval and the
-test count questions, not runs; the difference of every seed's pair is reported beside it. The verdict: **holds** when the interval lies above 0 and
-p < 0.05; **does not hold** when it lies below 0 and p < 0.05 (the opposite is significant);
-else **inconclusive at this scale**.
+test count questions, not runs; the difference of every seed's pair is reported beside it.
+
+Each claim is tested at the paper's k (``metric``, the headline) and, when the config names it,
+at the k whose share of our corpus matches the paper's share of its 21M passages
+(``scaled_metric``: k x N / 21M, at least 1). Every test of one ledger is one family: their
+p-values are adjusted together with Holm's step-down method (``statsmodels``), and the verdict
+reads the adjusted p: **holds** when the interval lies above 0 and the adjusted p < 0.05;
+**does not hold** when it lies below 0 and the adjusted p < 0.05 (the opposite is
+significant); else **inconclusive at this scale**, with the power figures of
+:mod:`dcsr.evaluation.power`: the smallest difference these questions detect, and the questions
+the paper's difference (``paper_difference``) would need, both at 80% power and at the
+strictest level of Holm's steps (0.05 / tests).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dcsr.errors import InputError
+from dcsr.evaluation.power import detectable_difference, questions_needed
 from dcsr.evaluation.question_results import read_question_results
 from dcsr.fsutil import atomic_open
 
@@ -48,11 +58,34 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        if self.low > 0 and self.p_value < ALPHA:
-            return "holds"
-        if self.high < 0 and self.p_value < ALPHA:
-            return "does not hold"
-        return "inconclusive at this scale"
+        """The verdict on this comparison alone (unadjusted p)."""
+        return verdict(self.low, self.high, self.p_value)
+
+    @property
+    def discordant(self) -> float:
+        """The share of questions one side answers and the other does not (by mean outcome)."""
+        return (self.only_baseline + self.only_method) / self.questions
+
+
+def verdict(low: float, high: float, p: float) -> str:
+    """holds / does not hold / inconclusive at this scale, from the interval and a p-value."""
+    if low > 0 and p < ALPHA:
+        return "holds"
+    if high < 0 and p < ALPHA:
+        return "does not hold"
+    return INCONCLUSIVE
+
+
+INCONCLUSIVE = "inconclusive at this scale"
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values of one family of tests (``statsmodels``)."""
+    if not p_values:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(list(p_values), alpha=ALPHA, method="holm")[1]]
 
 
 def compare_paired(baseline: Sequence[bool], method: Sequence[bool], seed: int = 0) -> Comparison:
@@ -118,38 +151,60 @@ def seed_differences(baseline: np.ndarray, method: np.ndarray) -> list[float]:
             for i in range(n)]
 
 
-FIELDS = ["claim", "paper", "test_set", "metric", "baseline", "method", "questions", "baseline_value",
-          "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "seeds",
-          "seed_differences", "seed_sd", "verdict"]
+FIELDS = ["claim", "paper", "test_set", "depth", "metric", "baseline", "method", "questions", "baseline_value",
+          "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "p_holm",
+          "seeds", "seed_differences", "seed_sd", "verdict", "detectable", "paper_difference", "questions_needed"]
 #: the ledger CSV's values in points, written to 2 decimals
-ROUNDED = ("baseline_value", "method_value", "difference", "ci_low", "ci_high", "seed_sd")
+ROUNDED = ("baseline_value", "method_value", "difference", "ci_low", "ci_high", "seed_sd", "detectable")
 
 
 def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict]:
-    """One row per claim: ``claims`` items carry ``claim``, ``paper``, ``test_set``, ``metric``
-    (``top20``), ``baseline``/``method`` labels and ``baseline_runs``/``method_runs`` (the
-    per-question results of each training seed's run; ``baseline_run``/``method_run`` for one)."""
+    """One row per claim and depth: ``claims`` items carry ``claim``, ``paper``, ``test_set``,
+    ``metric`` (the paper's k: ``top20``), optionally ``scaled_metric`` (the k scaled to the
+    corpus: ``top1``) and ``paper_difference`` (the paper's method - baseline, points),
+    ``baseline``/``method`` labels and ``baseline_runs``/``method_runs`` (the per-question
+    results of each training seed's run; ``baseline_run``/``method_run`` for one). The p-values
+    of all rows are Holm-adjusted together, and the verdicts read the adjusted ones."""
     rows = []
     for c in claims:
-        k = int(str(c["metric"]).removeprefix("top"))
-        base = list(c.get("baseline_runs") or [c["baseline_run"]])
-        meth = list(c.get("method_runs") or [c["method_run"]])
-        a, b = paired_outcomes(base, meth, k)
-        r = compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
-        diffs = seed_differences(a, b)
-        rows.append({
-            "claim": c["claim"], "paper": c.get("paper", ""), "test_set": c["test_set"], "metric": c["metric"],
-            "baseline": c["baseline"], "method": c["method"], "questions": r.questions,
-            # raw values: the CSV writes them to 2 decimals and the Markdown to 1, each from these
-            # (rounding a rounded value twice can land on the other side: 71.3507 -> 71.35 -> 71.3)
-            "baseline_value": r.baseline, "method_value": r.method,
-            "difference": r.difference, "ci_low": r.low, "ci_high": r.high,
-            "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
-            "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
-            "seed_sd": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else "",
-            "verdict": r.verdict,
-        })
+        depths = [("paper k", c["metric"])] + ([("scaled k", c["scaled_metric"])] if c.get("scaled_metric") else [])
+        for depth, metric in depths:
+            rows.append(_ledger_row(c, depth, metric, seed))
+    alpha = ALPHA / len(rows)  # Holm's strictest step
+    for row, adjusted in zip(rows, holm([r.pop("_p") for r in rows])):
+        discordant = row.pop("_discordant")
+        row["p_holm"] = float(f"{adjusted:.3g}")
+        row["verdict"] = verdict(row["ci_low"], row["ci_high"], adjusted)
+        if row["verdict"] == INCONCLUSIVE:  # 80% power: what these questions see, what the paper's difference needs
+            found = detectable_difference(row["questions"], discordant, alpha)
+            row["detectable"] = 100 * found if found is not None else ""
+            if row["paper_difference"] not in ("", 0.0):
+                row["questions_needed"] = questions_needed(row["paper_difference"] / 100, discordant, alpha)
     return rows
+
+
+def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dict:
+    k = int(str(metric).removeprefix("top"))
+    base = list(c.get("baseline_runs") or [c["baseline_run"]])
+    meth = list(c.get("method_runs") or [c["method_run"]])
+    a, b = paired_outcomes(base, meth, k)
+    r = compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+    diffs = seed_differences(a, b)
+    paper = c.get("paper_difference")
+    return {
+        "claim": c["claim"], "paper": c.get("paper", ""), "test_set": c["test_set"], "depth": depth,
+        "metric": metric, "baseline": c["baseline"], "method": c["method"], "questions": r.questions,
+        # raw values: the CSV writes them to 2 decimals and the Markdown to 1, each from these
+        # (rounding a rounded value twice can land on the other side: 71.3507 -> 71.35 -> 71.3)
+        "baseline_value": r.baseline, "method_value": r.method,
+        "difference": r.difference, "ci_low": r.low, "ci_high": r.high,
+        "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
+        "p_holm": "", "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
+        "seed_sd": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else "",
+        "verdict": "", "detectable": "", "paper_difference": float(paper) if paper is not None else "",
+        "questions_needed": "",
+        "_p": r.p_value, "_discordant": r.discordant,  # unrounded, for Holm and the power figures
+    }
 
 
 def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: str = "Claims ledger",
@@ -159,23 +214,31 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
         w.writeheader()
         w.writerows({k: round(v, 2) if k in ROUNDED and isinstance(v, float) else v for k, v in r.items()}
                     for r in rows)
+    tests = len(rows)
     lines = [f"# {title}", "",
              "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
              "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
              f"({RESAMPLES} resamples) and the exact sign test on the questions only one of them answers "
-             "(p). Verdict: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else "
-             "inconclusive at this scale. A model trained with several seeds enters as each question's "
-             "outcome averaged over its runs; the difference of each seed's pair and their standard "
-             "deviation show the spread.", "", *[f"**{n}**" for n in notes], *([""] if notes else []),
-             "| claim | paper | test set | metric | first | second | questions | first / second | "
-             "difference [95% CI] | only first / only second | p | seeds (difference by seed; sd) | verdict |",
-             "|---|---|---|---|---|---|---:|---|---|---|---:|---|---|"]
+             "(p). Each claim is tested at the paper's k (the headline) and at the k whose share of this "
+             "corpus matches the paper's share of its 21M passages (scaled k). The "
+             f"{tests} tests are one family: their p-values are Holm-adjusted together. Verdict, from the adjusted "
+             "p: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else inconclusive at "
+             "this scale, with its power at 80% and Holm's strictest level (0.05 / tests): the smallest "
+             "difference these questions detect, and the questions the paper's difference would need. A model "
+             "trained with several seeds enters as each question's outcome averaged over its runs; the "
+             "difference of each seed's pair and their standard deviation show the spread.", "",
+             *[f"**{n}**" for n in notes], *([""] if notes else []),
+             "| claim | paper | test set | depth | first | second | questions | first / second | "
+             "difference [95% CI] | only first / only second | p | p (Holm) | seeds (difference by seed; sd) | "
+             "verdict | power (inconclusive) |",
+             "|---|---|---|---|---|---|---:|---|---|---|---:|---:|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['claim']} | {r['paper']} | {r['test_set']} | {r['metric']} | {r['baseline']} | "
-                     f"{r['method']} | {r['questions']} | {r['baseline_value']:.1f} / {r['method_value']:.1f} | "
+        lines.append(f"| {r['claim']} | {r['paper']} | {r['test_set']} | {r['depth']}: {r['metric']} | "
+                     f"{r['baseline']} | {r['method']} | {r['questions']} | "
+                     f"{r['baseline_value']:.1f} / {r['method_value']:.1f} | "
                      f"{r['difference']:+.1f} [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}] | "
-                     f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {_seeds_cell(r)} | "
-                     f"**{r['verdict']}** |")
+                     f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {r['p_holm']:.3g} | "
+                     f"{_seeds_cell(r)} | **{r['verdict']}** | {_power_cell(r)} |")
     with atomic_open(md_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -184,3 +247,13 @@ def _seeds_cell(row: Mapping[str, Any]) -> str:
     if int(row["seeds"]) == 1:
         return "1"
     return f"{row['seeds']} ({row['seed_differences']}; sd {row['seed_sd']:.1f})"
+
+
+def _power_cell(row: Mapping[str, Any]) -> str:
+    if row["verdict"] != INCONCLUSIVE:
+        return "–"
+    seen = (f"detects {row['detectable']:.1f} points or more" if row["detectable"] != ""
+            else "too few questions to detect even 100 points")
+    if row["questions_needed"] == "":
+        return seen
+    return f"{seen}; the paper's {row['paper_difference']:+.1f} needs {row['questions_needed']:,} questions"
