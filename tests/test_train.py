@@ -243,6 +243,38 @@ def _same_weights(a, b):
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_tied_encoders_train_one_set_of_weights(tmp_path, tiny_bert, data):
+    """tie_encoders: questions and passages go through one encoder. It trains (it moves from
+    the init), the saved question and passage encoders are the same weights, and a resumed
+    run shares them again."""
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 2, "tie_encoders": True, "checkpoint_every_steps": 4, "max_steps": 6}
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=lambda m: None)
+    _, model, meta = load_biencoder(tmp_path / "out")
+    q, p = model.question_model.state_dict(), model.passage_model.state_dict()
+    assert _same_weights(q, p) and meta["settings"]["tie_encoders"] is True
+    _, untied = build_biencoder(str(tiny_bert))
+    assert not _same_weights(q, untied.question_model.state_dict())
+    # resumed from the checkpoint of step 4: the one encoder again, and the same end as in one go
+    s = validate_settings({**settings, "max_steps": 6})
+    t = Trainer(s, train_json, dev_json, str(tiny_bert), tmp_path / "out2", tmp_path / "ck", lambda m: None,
+                SampleBuilder, DistContext(device=torch.device("cpu")))
+    t.setup()
+    assert t.model.passage_model is t.model.question_model
+    # untied (the default): two encoders that part ways
+    train({**settings, "tie_encoders": False}, train_json, dev_json, str(tiny_bert), tmp_path / "out3", tmp_path / "ck3",
+          log=lambda m: None)
+    _, two, _ = load_biencoder(tmp_path / "out3")
+    assert not _same_weights(two.question_model.state_dict(), two.passage_model.state_dict())
+
+
+def test_tied_encoders_need_one_init():
+    from dcsr.models.biencoder import tie_encoders
+
+    with pytest.raises(InputError, match="tie_encoders: one encoder cannot start from two checkpoints"):
+        tie_encoders(None, {"question": "a", "passage": "b"})
+
+
 def test_the_trainer_steps_by_name_make_the_model_train_makes(tmp_path, tiny_bert, data):
     """Driving Trainer's named steps by hand (setup, resume, step, validate, save, finish) gives
     the very weights of train(), which runs the same steps in its loop."""

@@ -96,6 +96,8 @@ TRAIN: dict[str, Setting] = {
     "scale": _s((float, int, _NONE), None, "scores are scale x the similarity (null: 20 for normalized vectors, "
                                            "sentence-transformers' scale; 1, the dot product, otherwise)",
                 low=0, low_open=True),
+    "tie_encoders": _s(bool, False, "one encoder for questions and passages (Tevatron's default, sentence-transformers' "
+                                    "MultipleNegativesRankingLoss); false: two, as DPR and DCSR"),
     "seed": _s(int, 12345, "seed of order, negatives, dropout"),
     "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX or AVX-512 BF16, else off), "
                            "bf16, fp16, off",

@@ -491,6 +491,17 @@ def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling
                                 sim["source"])
 
 
+def tie_encoders(model: BiEncoder, init: str | Mapping[str, str]) -> None:
+    """Make ``model`` one encoder for questions and passages (``tie_encoders``): the passage
+    encoder becomes the question encoder, one set of weights that both sides train. Saved, it
+    is written twice, so it loads and runs as any bi-encoder."""
+    question_init, passage_init = init_pair(init)
+    if question_init != passage_init:
+        raise InputError("tie_encoders", f"one encoder cannot start from two checkpoints ({question_init!r} for "
+                                         f"questions, {passage_init!r} for passages)")
+    model.passage_model = model.question_model
+
+
 def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
     """Write the bi-encoder layout into ``out_dir`` (not atomic; see :func:`save_biencoder`)."""
     out_dir = Path(out_dir)

@@ -37,7 +37,7 @@ from torch import Tensor
 from dcsr.data.formats import read_biencoder
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
-from dcsr.models.biencoder import build_biencoder, load_biencoder, write_biencoder
+from dcsr.models.biencoder import build_biencoder, load_biencoder, tie_encoders, write_biencoder
 from dcsr.settings import Settings
 from dcsr.training.checkpoint_state import (FINGERPRINT_FILE, LAST, STATE_FILE, TRAIN_LOG, VALIDATION_FILE,
                                             _recover_last, _rng_state, _set_aside, _set_rng_state, _unreadable,
@@ -201,6 +201,8 @@ class Trainer:
             self.tokenizer, self.model, _ = load_biencoder(last, device="cpu", dropout=s.dropout)
         else:
             self.tokenizer, self.model = build_biencoder(self.init, s.pooling, s.dropout, s.normalize, s.scale)
+        if s.tie_encoders:  # a checkpoint saves the one encoder twice: share it again
+            tie_encoders(self.model, self.init)
         self.builder.setup(self.tokenizer, self.model)
         self.records = self.builder.prepare_records(records, str(self.train_json), self.say)
         self.dev_records = self.builder.prepare_records(dev_records, str(self.dev_json), self.say)
