@@ -204,7 +204,8 @@ def _load_for_inference(model_dir, device: str, precision: str = "fp32"):
     resolved = resolve(precision, dev.type)
     tokenizer, model, meta = load_biencoder(model_dir, device=str(dev))
     model.eval()
-    log.info("compute precision %s (embed.precision: %s, device %s)", resolved, precision, dev)
+    log.info("compute precision %s (embed.precision: %s, device %s, %d torch threads)", resolved, precision, dev,
+             torch.get_num_threads())
     return dev, tokenizer, model, meta, resolved
 
 
