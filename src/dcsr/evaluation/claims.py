@@ -67,6 +67,9 @@ class Comparison:
         return (self.only_baseline + self.only_method) / self.questions
 
 
+INCONCLUSIVE = "inconclusive at this scale"
+
+
 def verdict(low: float, high: float, p: float) -> str:
     """holds / does not hold / inconclusive at this scale, from the interval and a p-value."""
     if low > 0 and p < ALPHA:
@@ -74,9 +77,6 @@ def verdict(low: float, high: float, p: float) -> str:
     if high < 0 and p < ALPHA:
         return "does not hold"
     return INCONCLUSIVE
-
-
-INCONCLUSIVE = "inconclusive at this scale"
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

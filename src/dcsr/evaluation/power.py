@@ -27,6 +27,14 @@ def _z(p: float) -> float:
     return float(norm.ppf(p))
 
 
+def _root_term(delta: float, psi: float, alpha: float, power: float) -> float:
+    """``z[1 - alpha/2] sqrt(psi') + z[power] sqrt(psi' - delta^2)``, the square root of Connor's
+    numerator, with ``psi' = max(psi, delta)`` (a difference needs that many discordant questions):
+    ``n`` questions detect ``delta`` when ``sqrt(n) * delta`` reaches it."""
+    share = min(1.0, max(psi, delta))
+    return _z(1 - alpha / 2) * math.sqrt(share) + _z(power) * math.sqrt(max(share - delta * delta, 0.0))
+
+
 def questions_needed(delta: float, psi: float, alpha: float = 0.05, power: float = POWER) -> int:
     """Questions a paired sign test needs to detect a difference ``delta`` (a proportion, sign
     ignored) at two-sided level ``alpha`` with ``power``, when a share ``psi`` of the questions
@@ -34,9 +42,7 @@ def questions_needed(delta: float, psi: float, alpha: float = 0.05, power: float
     delta = abs(float(delta))
     if not 0 < delta <= 1:
         raise ValueError(f"a difference in (0, 1] is needed, got {delta}")
-    psi = min(1.0, max(float(psi), delta))
-    za, zb = _z(1 - alpha / 2), _z(power)
-    n = (za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / (delta * delta)
+    n = (_root_term(delta, float(psi), alpha, power) / delta) ** 2
     return int(math.ceil(n - 1e-9))
 
 
@@ -50,12 +56,10 @@ def detectable_difference(n: int, psi: float, alpha: float = 0.05, power: float 
 
     if n < 1:
         raise ValueError(f"questions must be at least 1, got {n}")
-    psi = min(1.0, max(float(psi), 1.0 / n))
-    za, zb = _z(1 - alpha / 2), _z(power)
+    psi = max(float(psi), 1.0 / n)
 
     def gap(delta: float) -> float:  # > 0 where n questions are more than delta needs
-        share = max(psi, delta)
-        return math.sqrt(n) * delta - za * math.sqrt(share) - zb * math.sqrt(max(share - delta * delta, 0.0))
+        return math.sqrt(n) * delta - _root_term(delta, psi, alpha, power)
 
     if gap(1.0) < 0:
         return None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -80,21 +79,20 @@ def int8_encoder(model: torch.nn.Module, threads: int | None = None, quantize: b
                "token_type_ids": torch.zeros(2, 3, dtype=torch.long)}
     axes = {n: {0: "batch", 1: "length"} for n in (*names, "last_hidden_state")}
     with tempfile.TemporaryDirectory(prefix="dcsr-onnx-") as tmp:
-        fp32, int8 = Path(tmp) / "encoder.onnx", Path(tmp) / "encoder.int8.onnx"
+        fp32 = Path(tmp) / "encoder.onnx"
+        run = Path(tmp) / "encoder.int8.onnx" if quantize else fp32
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
             torch.onnx.export(_Wrapped(model, names), tuple(example[n] for n in names), str(fp32),
                               input_names=list(names), output_names=["last_hidden_state"], dynamic_axes=axes,
                               opset_version=17, dynamo=False)
         if quantize:
-            quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
-        else:
-            int8 = fp32
+            quantize_dynamic(str(fp32), str(run), weight_type=QuantType.QInt8, per_channel=True)
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(threads or torch.get_num_threads())
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        session = ort.InferenceSession(str(int8), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(run), options, providers=["CPUExecutionProvider"])
     log.info("onnx-int8: %s exported and quantized (ONNX Runtime %s, %d threads)", type(model).__name__,
              ort.__version__, options.intra_op_num_threads)
     return Int8Encoder(session, model.config)
@@ -102,5 +100,4 @@ def int8_encoder(model: torch.nn.Module, threads: int | None = None, quantize: b
 
 def use_int8_passage_encoder(bi_encoder) -> None:
     """Swap a :class:`~dcsr.models.biencoder.BiEncoder`'s passage encoder for its int8 ONNX twin."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     bi_encoder.passage_model = int8_encoder(bi_encoder.passage_model)
