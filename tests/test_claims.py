@@ -70,6 +70,7 @@ def test_holm_adjusts_every_test_of_the_ledger_together(tmp_path):
     from dcsr.evaluation.claims import holm
 
     assert holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm([]) == [] and ledger_rows([]) == []  # a config without claims: an empty ledger
     assert holm([0.0433, 0.00443, 0.00635, 0.894]) == pytest.approx([0.0866, 0.01772, 0.01905, 0.894])
     n = 200
     # at top-1: only the method answers 14 questions, the baseline 4 (p = 0.031 alone); at top-5 the same

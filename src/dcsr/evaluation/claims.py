@@ -170,7 +170,7 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
         depths = [("paper k", c["metric"])] + ([("scaled k", c["scaled_metric"])] if c.get("scaled_metric") else [])
         for depth, metric in depths:
             rows.append(_ledger_row(c, depth, metric, seed))
-    alpha = ALPHA / len(rows)  # Holm's strictest step
+    alpha = ALPHA / max(len(rows), 1)  # Holm's strictest step
     for row, adjusted in zip(rows, holm([r.pop("_p") for r in rows])):
         discordant = row.pop("_discordant")
         row["p_holm"] = float(f"{adjusted:.3g}")
