@@ -17,6 +17,8 @@ rule generate_corpus:
         script=f"{SCRIPTS}/generate_demo_data.py",
         code=plan.code_version("generate_demo_data.py"),
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
+        size=lambda wc: [a for n in [config["corpora"][wc.corpus]["generate"].get("passages")] if n
+                         for a in ("--passages", str(n), "--passages-key", f"corpora.{wc.corpus}.generate.passages")],
         seed=config["seed"],
     threads: 1
     resources:
@@ -26,7 +28,7 @@ rule generate_corpus:
         "../envs/cpu.yaml"
     shell:
         "python {params.script:q} --seed {params.seed:q} --n-entities {params.n_entities:q}"
-        " --corpus-out {output:q} 2> {log:q}"
+        " {params.size:q} --corpus-out {output:q} 2> {log:q}"
 
 
 rule generate_dataset:

@@ -325,7 +325,7 @@ def sweep_models(cfg: dict) -> dict[str, dict]:
 
 def corpus_size(cfg: dict, corpus: str) -> int | None:
     """Passages of ``corpus`` as the config knows them before any data exists: its
-    ``passages`` (a size stated for a downloaded corpus), a subset's ``first`` (capped by its
+    ``passages`` (a size stated for a downloaded corpus), a generated corpus's ``passages``, a subset's ``first`` (capped by its
     parent's size) or its ``fraction`` of the parent (rounded as the sample is drawn). None
     when the config cannot tell."""
     from dcsr.data.subsets import sample_size
@@ -333,6 +333,8 @@ def corpus_size(cfg: dict, corpus: str) -> int | None:
     c = cfg["corpora"][corpus]
     if "passages" in c:
         return int(c["passages"])
+    if "passages" in c.get("generate", {}):
+        return int(c["generate"]["passages"])
     sub = c.get("subset")
     if not sub:
         return None
