@@ -21,7 +21,9 @@ def script(main):
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         try:
-            return main(*args, **kwargs)
+            result = main(*args, **kwargs)
+            log_usage()
+            return result
         except InputError as e:
             _error(str(e))
         except OSError as e:
@@ -30,6 +32,18 @@ def script(main):
             _error(os_error_line(e))
 
     return wrapper
+
+
+def log_usage() -> None:
+    """Log the process's exact peak RSS and CPU time (its own and its finished children's,
+    from ``getrusage``): Snakemake's benchmark files sample memory every 30 s after a job's
+    first 15 s and can miss a peak; benchmarks/rehearsal.py reads this line instead."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    logging.getLogger("dcsr.usage").info(
+        "usage: peak_rss_mb=%.1f children_peak_rss_mb=%.1f cpu_s=%.2f", me.ru_maxrss / 1024,
+        kids.ru_maxrss / 1024, me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime)
 
 
 def _error(message: str):
