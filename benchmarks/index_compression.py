@@ -1,0 +1,122 @@
+"""What a compressed FAISS index costs against Flat: bytes per vector, build time, search
+throughput, recall of Flat's top-100 and top-k answer recall with a paired test (not a test).
+
+Each variant is a results folder in which only ``index.factory`` (and ``index.search_params``)
+differ from Flat's: the same embeddings, indexed, searched, merged and evaluated again
+(benchmarks/index-compression.md says how the copies are made).
+
+    python benchmarks/index_compression.py --corpus wiki --model dcsr --dataset encyclopedia \\
+        --run Flat=results-flat --run SQ8=results-sq8 --run "HNSW32=results-hnsw" [--json out.json]
+
+Per variant: the ``.faiss`` bytes over the vectors indexed, the summed wall time of the
+``index_shard`` jobs and the largest peak RSS of one (its log's ``usage:`` line), the
+questions per second of the ``search_shard`` jobs (summed wall time, which includes reading the
+index), the share of Flat's top-100 passages found in the variant's top-100 (after HasAns
+for DCSR: the final ranking), and top-k answer recall with the questions only Flat finds and
+only the variant finds, and the exact sign test on them (benchmarks/paired_compare.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paired_compare import compare, first_hits  # noqa: E402
+from rehearsal import USAGE  # noqa: E402
+
+KS = (1, 5, 20, 100)
+
+
+def trec_run(path: Path) -> dict[str, list[str]]:
+    run: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            q, _, pid, rank, *_ = line.split()
+            run[q].append((int(rank), pid))
+    return {q: [p for _, p in sorted(hits)] for q, hits in run.items()}
+
+
+def _bench_seconds(folder: Path) -> tuple[float, int]:
+    total, jobs = 0.0, 0
+    for tsv in sorted(folder.glob("*.tsv")):
+        with open(tsv, encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t"))
+        if rows:
+            total += float(rows[-1]["s"])
+            jobs += 1
+    return total, jobs
+
+
+def _peak_rss(folder: Path) -> float:
+    peaks = [max(map(float, m[:2])) for log in folder.glob("*.log")
+             for m in USAGE.findall(log.read_text(encoding="utf-8", errors="replace"))[-1:]]
+    return max(peaks, default=0.0)
+
+
+def _vectors(results: Path, corpus: str, model: str) -> int:
+    import numpy as np
+
+    return sum(len(np.load(p, mmap_mode="r")) for p in sorted((results / "embeddings" / corpus / model).glob("shard-*.ids.npy")))
+
+
+def measure(results: Path, corpus: str, model: str, dataset: str) -> dict:
+    idx = results / "index" / corpus / model
+    n = _vectors(results, corpus, model)
+    faiss_bytes = sum(p.stat().st_size for p in idx.glob("shard-*.faiss"))
+    build_s, build_jobs = _bench_seconds(results / "benchmarks" / "index_shard" / corpus / model)
+    search_s, _ = _bench_seconds(results / "benchmarks" / "search_shard" / corpus / model)
+    questions = sum(1 for _ in open(results / "metrics" / corpus / model / model / f"{dataset}.questions.jsonl"))
+    return {"vectors": n, "bytes_per_vector": faiss_bytes / n if n else 0.0, "index_bytes": faiss_bytes,
+            "build_s": build_s, "build_jobs": build_jobs,
+            "build_peak_rss_mb": _peak_rss(results / "logs" / "index_shard" / corpus / model),
+            "search_s": search_s, "questions": questions,
+            "questions_per_s": questions / search_s if search_s else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", action="append", required=True, help="NAME=results folder; the first is the reference (Flat)")
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    runs = [(name, Path(path)) for name, _, path in (s.partition("=") for s in a.run)]
+    ref_name, ref = runs[0]
+    ref_run = trec_run(ref / "runs" / a.corpus / a.model / a.model / f"{a.dataset}.trec")
+    ref_hits = first_hits(str(ref / "metrics" / a.corpus / a.model / a.model / f"{a.dataset}.questions.jsonl"))
+    rows = []
+    for name, path in runs:
+        m = measure(path, a.corpus, a.model, a.dataset)
+        hits = first_hits(str(path / "metrics" / a.corpus / a.model / a.model / f"{a.dataset}.questions.jsonl"))
+        run = trec_run(path / "runs" / a.corpus / a.model / a.model / f"{a.dataset}.trec")
+        overlap = [len(set(run.get(q, [])[:100]) & set(top[:100])) / len(top[:100]) for q, top in ref_run.items() if top]
+        m["recall_of_flat_top100"] = sum(overlap) / len(overlap) if overlap else None
+        m["topk"] = {}
+        for k in KS:
+            acc = 100.0 * sum(1 for r in hits.values() if r is not None and r <= k) / len(hits)
+            only_flat, only_this, p = compare(ref_hits, hits, k)
+            m["topk"][k] = {"recall": acc, "only_flat": only_flat, "only_variant": only_this, "p": p}
+        rows.append((name, m))
+    print(f"reference: {ref_name}; {rows[0][1]['vectors']:,} vectors, {rows[0][1]['questions']:,} questions")
+    print("| index | bytes / vector | build s (jobs) | build peak RSS MB | search questions/s | Flat's top-100 found | "
+          + " | ".join(f"top-{k} (only Flat / only it, p)" for k in KS) + " |")
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(KS))
+    for name, m in rows:
+        cells = [f"{m['topk'][k]['recall']:.1f} ({m['topk'][k]['only_flat']} / {m['topk'][k]['only_variant']}, "
+                 f"p = {m['topk'][k]['p']:.2g})" for k in KS]
+        print(f"| {name} | {m['bytes_per_vector']:,.1f} | {m['build_s']:,.1f} ({m['build_jobs']}) | "
+              f"{m['build_peak_rss_mb']:,.0f} | {m['questions_per_s'] or 0:,.1f} | {100 * m['recall_of_flat_top100']:.1f}% | "
+              + " | ".join(cells) + " |")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(dict(rows), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
