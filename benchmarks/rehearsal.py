@@ -1,15 +1,16 @@
-"""The rehearsal's cost curves: per rule, time, CPU time, peak RSS and disk written at each
+"""The rehearsal's cost curves: per rule, time, CPU time, peak RSS and disk at each
 corpus size N, their log-log slopes against N, and the largest run predicted from the smaller.
 
     python benchmarks/rehearsal.py --run 10000=results-rehearsal-10k --run 100000=results-rehearsal-100k \\
         --run 1000000=results-rehearsal-1m [--json benchmarks/out/rehearsal.json] [--md table.md]
 
 Per job it reads Snakemake's benchmark file (``<results>/benchmarks/<rule>/<name>.tsv``: wall
-``s``, ``cpu_time``, ``io_out`` MB written) and the job's log (``<results>/logs/<rule>/<name>.log``),
-whose last ``usage:`` line (:func:`dcsr.cli.log_usage`) gives the exact peak RSS of the script's
-process and of its largest child; the benchmark file's ``max_rss`` (sampled every 30 s after
-15 s) stands in for a job without one. Per rule: jobs, the largest job's wall time, the rule's
-summed wall and CPU time, the largest peak RSS of one job, and the MB written by all its jobs.
+``s``) and the job's log (``<results>/logs/<rule>/<name>.log``), whose last ``usage:`` line
+(:func:`dcsr.cli.log_usage`) gives the exact peak RSS of the script's process and of its largest
+child, and their CPU time; the benchmark file's ``max_rss`` and ``cpu_time`` (sampled every
+30 s after 15 s) stand in for a job without one. Per rule: jobs, the largest job's wall time,
+the rule's summed wall and CPU time, the largest peak RSS of one job, and the MB its outputs
+hold on disk (:func:`disk_by_rule`, from run with ``--workdir``).
 
 The prediction for the largest N is affine in N, calibrated on the two smallest runs (a fixed
 cost plus a cost per passage: ``v1 + (v2 - v1) (N3 - N1) / (N2 - N1)``), the model the resource
@@ -21,19 +22,21 @@ over all runs: about 0 for a cost that does not grow with N, 1 for one that grow
 from __future__ import annotations
 
 import argparse
+import base64
 import csv
 import json
 import math
+import os
 import re
 from pathlib import Path
 
 USAGE = re.compile(r"usage: peak_rss_mb=([0-9.]+) children_peak_rss_mb=([0-9.]+) cpu_s=([0-9.]+)")
-METRICS = ("jobs", "wall_max_s", "wall_sum_s", "cpu_sum_s", "rss_max_mb", "written_mb")
+METRICS = ("jobs", "wall_max_s", "wall_sum_s", "cpu_sum_s", "rss_max_mb", "disk_mb")
 TOLERANCE = 0.25
 
 
 def job_records(results: str | Path) -> list[dict]:
-    """One record per job of a run: its rule, name, wall and CPU seconds, MB written, peak RSS."""
+    """One record per job of a run: its rule, name, wall and CPU seconds, peak RSS."""
     root = Path(results)
     out = []
     for tsv in sorted((root / "benchmarks").glob("*/**/*.tsv")):
@@ -44,15 +47,41 @@ def job_records(results: str | Path) -> list[dict]:
             continue
         row = rows[-1]  # a rerun appends a line: the last is this run's
         rec = {"rule": rel.parts[0], "job": str(rel.with_suffix("")), "wall_s": float(row["s"]),
-               "cpu_s": _num(row.get("cpu_time")), "written_mb": _num(row.get("io_out")),
-               "rss_mb": _num(row.get("max_rss")), "rss_from": "benchmark (sampled)"}
+               "cpu_s": _num(row.get("cpu_time")), "rss_mb": _num(row.get("max_rss")),
+               "rss_from": "benchmark (sampled)"}
         log = root / "logs" / rel.with_suffix(".log")
         if log.is_file():
             found = USAGE.findall(log.read_text(encoding="utf-8", errors="replace"))
             if found:
-                own, kids, _ = map(float, found[-1])
-                rec["rss_mb"], rec["rss_from"] = max(own, kids), "log (getrusage)"
+                own, kids, cpu = map(float, found[-1])
+                rec["rss_mb"], rec["rss_from"], rec["cpu_s"] = max(own, kids), "log (getrusage)", cpu
         out.append(rec)
+    return out
+
+
+def disk_by_rule(results: str | Path, workdir: str | Path = ".") -> dict[str, float]:
+    """MB on disk of the outputs each rule left under ``results``, from Snakemake's metadata
+    (``<workdir>/.snakemake/metadata``: one record per output, named by its base64 path, that
+    names the rule); temporary outputs (search hits) are gone and count 0. Snakemake's
+    ``io_out`` is not used: it counts block writes, and a job's writes still in the page cache
+    when it ends are missed."""
+    meta = Path(workdir) / ".snakemake" / "metadata"
+    prefix = str(results).rstrip("/") + "/"
+    out: dict[str, float] = {}
+    for dirpath, _, files in os.walk(meta):
+        for name in files:
+            enc = str(Path(dirpath, name).relative_to(meta)).replace(os.sep, "")
+            try:
+                path = base64.urlsafe_b64decode(enc + "=" * (-len(enc) % 4)).decode("utf-8")
+                rule = json.loads(Path(dirpath, name).read_text(encoding="utf-8"))["rule"]
+            except (ValueError, KeyError, UnicodeDecodeError):
+                continue
+            if not path.startswith(prefix):
+                continue
+            full = Path(workdir) / path
+            size = (sum(f.stat().st_size for f in full.rglob("*") if f.is_file()) if full.is_dir()
+                    else full.stat().st_size if full.exists() else 0)
+            out[rule] = out.get(rule, 0.0) + size / 1e6
     return out
 
 
@@ -67,13 +96,12 @@ def per_rule(records: list[dict]) -> dict[str, dict]:
     rules: dict[str, dict] = {}
     for r in records:
         a = rules.setdefault(r["rule"], {"jobs": 0, "wall_max_s": 0.0, "wall_sum_s": 0.0, "cpu_sum_s": 0.0,
-                                         "rss_max_mb": 0.0, "written_mb": 0.0, "rss_sampled_jobs": 0})
+                                         "rss_max_mb": 0.0, "disk_mb": 0.0, "rss_sampled_jobs": 0})
         a["jobs"] += 1
         a["wall_max_s"] = max(a["wall_max_s"], r["wall_s"])
         a["wall_sum_s"] += r["wall_s"]
         a["cpu_sum_s"] += r["cpu_s"]
         a["rss_max_mb"] = max(a["rss_max_mb"], r["rss_mb"])
-        a["written_mb"] += r["written_mb"]
         a["rss_sampled_jobs"] += r["rss_from"] != "log (getrusage)"
     return rules
 
@@ -121,7 +149,7 @@ def markdown(ns: list[int], table: dict[str, dict]) -> str:
     head = " / ".join(f"{n:,}" for n in ns)
     for m, title in (("wall_max_s", "largest job, wall s"), ("wall_sum_s", "all jobs, wall s"),
                      ("cpu_sum_s", "all jobs, CPU s"), ("rss_max_mb", "peak RSS of one job, MB"),
-                     ("written_mb", "written by all jobs, MB")):
+                     ("disk_mb", "outputs kept on disk, MB")):
         lines += [f"#### {title}", "",
                   f"| rule | jobs | at N = {head} | slope | predicted at {ns[-1]:,} (affine, from the two smaller) | measured / predicted |",
                   "|---|---:|---:|---:|---:|---:|"]
@@ -141,6 +169,7 @@ def markdown(ns: list[int], table: dict[str, dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="append", required=True, help="N=results folder of the run at N passages")
+    ap.add_argument("--workdir", default=".", help="the folder Snakemake ran in (its .snakemake/metadata)")
     ap.add_argument("--json")
     ap.add_argument("--md")
     a = ap.parse_args()
@@ -149,6 +178,8 @@ def main() -> None:
         n, _, path = spec.partition("=")
         records[int(n)] = job_records(path)
         runs[int(n)] = per_rule(records[int(n)])
+        for rule, mb in disk_by_rule(path, a.workdir).items():
+            runs[int(n)].setdefault(rule, {}).update(disk_mb=mb)
     ns = sorted(runs)
     table = curves(runs)
     md = markdown(ns, table)
