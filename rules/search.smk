@@ -4,6 +4,15 @@
 # (question encoder, passage encoder, test set), scored in the same job (top-k answer recall). For a DCSR passage
 # encoder the vectors are sentences: each shard returns its top 100 x k sentences and the
 # merge ranks passages by HasAns (score normalization, DCSR Section 3.3).
+# index.search_params (nprobe, efSearch, ...) is a search-time setting: a param of search_shard
+# only, so changing it searches again and leaves the indexes as they are. Checked here, at DAG
+# build, against an empty index of index.factory.
+from dcsr.retrieval.index import check_search_params  # noqa: E402
+
+try:
+    check_search_params(config["index"]["search_params"], config["index"]["factory"])
+except InputError as e:
+    raise WorkflowError(str(e))
 
 
 rule index_shard:
@@ -51,6 +60,8 @@ rule search_shard:
         searches=plan.search_args,
         k=config["search"]["k"],
         gpu=str(config["index"]["gpu"]).lower(),
+        # a list, as depth: an empty value must vanish (`:q` writes "" as nothing, not '')
+        search_params=["--search-params", config["index"]["search_params"]] if config["index"]["search_params"] else [],
         depth=plan.sentence_depth_args,
     threads: plan.threads_for("search_shard", 2)
     resources:
@@ -61,7 +72,7 @@ rule search_shard:
         "../envs/gpu.yaml"
     shell:
         "python {params.script:q} --index {input.index:q} --ids {input.ids:q} {params.searches:q}"
-        " --k {params.k:q} --gpu {params.gpu:q} {params.depth:q} 2> {log:q}"
+        " --k {params.k:q} --gpu {params.gpu:q} {params.search_params:q} {params.depth:q} 2> {log:q}"
 
 
 rule merge_runs:

@@ -185,6 +185,10 @@ SECTIONS: dict[str, dict[str, Setting]] = {
     "index": {
         "factory": _s(str, "Flat", "any FAISS index_factory string; Flat = exact inner product"),
         "train_size": _s(int, 100000, "vectors used to train factories that need training", low=1),
+        "search_params": _s(str, "", "FAISS ParameterSpace string set on each shard index before searching, such "
+                                     "as nprobe=64 (IVF), efSearch=128 (HNSW) or nprobe=32,quantizer_efSearch=64 "
+                                     "(empty: FAISS's defaults, nprobe=1 and efSearch=16); changing it searches "
+                                     "again without rebuilding the indexes"),
         "gpu": _s((str, bool), "auto", "auto: use faiss GPUs when faiss-gpu sees one; true; false",
                   choices=("auto", True, False)),
         "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu)", low=0),

@@ -23,6 +23,8 @@ def main():
     ap.add_argument("--sentences-per-passage", type=float, default=None,
                     help="DCSR: the k of 100 x k (default: the corpus mean from --sentence-stats)")
     ap.add_argument("--gpu", choices=["auto", "true", "false"], default="auto")
+    ap.add_argument("--search-params", default="",
+                    help="FAISS ParameterSpace string set on the index, such as nprobe=64 (empty: FAISS's defaults)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     a = ap.parse_args()
     gpu = {"auto": "auto", "true": True, "false": False}[a.gpu]
@@ -33,7 +35,8 @@ def main():
         k = sentence_search_depth(a.k, a.sentence_stats, a.sentences_per_passage)
         logging.info("DCSR: searching the top %d sentences for %d passages", k, a.k)
     # A tqdm bar per question set on stderr (the rule's log), one step per query batch.
-    results = search_shard_many(a.index, a.ids, a.search, k, use_gpu=gpu, progress=not a.no_progress)
+    results = search_shard_many(a.index, a.ids, a.search, k, use_gpu=gpu, progress=not a.no_progress,
+                                search_params=a.search_params)
     for (queries, out), stats in zip(a.search, results):
         logging.info("%s -> %s: %s", queries, out, json.dumps(stats))
 

@@ -1,17 +1,24 @@
 """FAISS indexes over vector shards, shard-by-shard search, and an exact top-k merge.
 
 Every shard gets its own index, built from any FAISS factory string (``Flat`` by default:
-exact inner product, as DPR). A search job loads ONE shard index and writes that shard's
-top-k hits per question, for every question set searched against that passage encoder;
-a merge job per (question encoder, passage encoder, test set) combines the shards' hits. Because each shard returns
-its own exact top-k, the merged top-k equals a search over all vectors at once, and no job
-ever holds more than one shard in memory.
+exact inner product, as DPR; compressed ones such as ``SQ8``, ``HNSW32``, ``IVF4096,PQ64``
+trade recall for memory and speed). Search-time knobs (``nprobe``, ``efSearch``, ...) are a
+FAISS ParameterSpace string, ``index.search_params``, set on the loaded index: they are not
+stored in it, so changing them searches again without building again.
+
+A search job loads ONE shard index and writes that shard's top-k hits per question, for every
+question set searched against that passage encoder; a merge job per (question encoder, passage
+encoder, test set) combines the shards' hits. Because each shard returns its own top-k (exact
+with Flat), the merged top-k equals a search over all vectors at once (with a compressed
+factory: the best of what each shard's index finds), and no job ever holds more than one
+shard in memory.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Sequence
@@ -37,11 +44,15 @@ def gpu_available() -> bool:
     return hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0
 
 
-def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | None = None, seed: int = 0):
+def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | None = None, seed: int = 0,
+                where: str = "the shard"):
     """A FAISS inner-product index over ``vectors`` ``[n, d]`` (float32 internally).
 
     Factories that need training (IVF, PQ, ...) are trained on a seeded sample of at most
-    ``train_size`` vectors of the shard itself.
+    ``train_size`` vectors of the shard itself. One that needs more training vectors than that
+    (IVF1024 on 300 vectors, PQ's 256 centroids on 100) is an :class:`InputError` naming
+    ``config: index.factory`` and both numbers; too few per cluster for k-means to be good
+    (FAISS asks for 39) is a warning. ``where`` names the vectors in messages.
     """
     faiss = _faiss()
     x = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -54,9 +65,139 @@ def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | No
         if train_size and len(x) > train_size:
             rng = np.random.default_rng(seed)
             sample = x[rng.choice(len(x), size=train_size, replace=False)]
-        index.train(sample)
+        _train(index, sample, len(x), factory, train_size, where)
     index.add(x)
     return index
+
+
+# FAISS's k-means wants this many training points per centroid (Clustering::min_points_per_centroid)
+# and warns below it; below one point per centroid it throws.
+MIN_POINTS_PER_CENTROID = 39
+
+
+def _clusters(index) -> list[tuple[str, int]]:
+    """``(what, centroids)`` of the k-means a factory's training runs: IVF lists, PQ codebooks."""
+    faiss = _faiss()
+    out = []
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        out.append(("IVF lists", int(ivf.nlist)))
+    inner = faiss.downcast_index(ivf if ivf is not None else index)
+    while isinstance(inner, faiss.IndexPreTransform):  # OPQ16,PQ16
+        inner = faiss.downcast_index(inner.index)
+    pq = getattr(inner, "pq", None)
+    if pq is not None:
+        out.append(("PQ centroids per sub-vector", int(pq.ksub)))
+    return out
+
+
+def _faiss_message(e: Exception) -> str:
+    """The readable end of a FAISS C++ exception (no function signature, no source line)."""
+    text = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+    m = re.search(r"failed: (.+)$", text) or re.search(r"at \S+:\d+: (?:Error: )?(.+)$", text)
+    return m.group(1).strip() if m else text
+
+
+def _train(index, sample: np.ndarray, n: int, factory: str, train_size: int | None, where: str) -> None:
+    more = ("choose a factory with fewer centroids (a smaller IVF list count; PQ with fewer bits, "
+            "such as PQ<m>x4) or larger shards (embed.passages_per_shard)")
+    if train_size and n > train_size:
+        more += ", or raise index.train_size"
+    used = (f"{where} holds {n} vectors" + (f", {len(sample)} of them sampled for training (index.train_size)"
+                                            if len(sample) < n else ""))
+    if not len(sample):
+        raise InputError("config: index.factory", f"{factory!r} needs training vectors and {where} holds none; "
+                                                  "use a factory without training (Flat, HNSW32) or fewer shards")
+    for what, k in _clusters(index):
+        if k <= len(sample) < MIN_POINTS_PER_CENTROID * k:
+            log.warning("index.factory %r: %s; k-means learns %d %s from them, and FAISS advises at least %d "
+                        "(%d per centroid): recall may suffer; %s", factory, used, k, what,
+                        MIN_POINTS_PER_CENTROID * k, MIN_POINTS_PER_CENTROID, more)
+    try:
+        index.train(sample)
+    except RuntimeError as e:
+        msg = _faiss_message(e)
+        m = re.search(r"Number of training points \((\d+)\) should be at least as large as number of clusters "
+                      r"\((\d+)\)", msg)
+        if m:
+            problem = f"needs at least {m.group(2)} training vectors (the centroids its k-means learns) and gets {m.group(1)}"
+        else:
+            problem = f"cannot be trained on them: FAISS says {msg!r}"
+            more = "choose another factory or larger shards (embed.passages_per_shard)"
+        raise InputError("config: index.factory", f"{factory!r} {problem}: {used}; {more}") from None
+
+
+def check_search_params(search_params: str, factory: str = "Flat") -> None:
+    """``index.search_params`` checked at DAG build against an empty index of ``factory``
+    (:func:`set_search_params` on the loaded index checks it again at search time)."""
+    faiss = _faiss()
+    _parse_search_params(search_params)
+    if not search_params:
+        return
+    for dim in (768, 384):  # as dcsr.pipeline.checks.check_index_factory: the encoders' widths
+        try:
+            index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+            break
+        except RuntimeError:
+            continue
+    else:
+        return  # the factory itself is refused elsewhere (config: index.factory)
+    set_search_params(index, search_params, f"index.factory {factory!r}")
+
+
+# A ParameterSpace string: name=value pairs joined by commas, such as nprobe=64 or
+# nprobe=32,quantizer_efSearch=64. FAISS itself accepts nprobe=0 (then every search throws),
+# nprobe=-1 (wrapped round to 2^64 - 1) and nprobe=4.5 (truncated): refused here.
+_PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,63})=([0-9]{1,9}(?:\.[0-9]{1,6})?)")
+_POSITIVE = ("nprobe", "efSearch", "k_factor", "k_factor_rf")
+
+
+def _parse_search_params(search_params: str) -> list[tuple[str, float]]:
+    def bad(msg):
+        raise InputError("config: index.search_params", f"{search_params!r} {msg}; write FAISS ParameterSpace "
+                                                         "name=value pairs joined by commas, such as nprobe=64, "
+                                                         "efSearch=128 or nprobe=32,quantizer_efSearch=64 "
+                                                         "(empty: FAISS's defaults)")
+
+    if not isinstance(search_params, str):
+        bad("is not a string")
+    if not search_params:
+        return []
+    out = []
+    for part in search_params.split(","):
+        m = _PARAM.fullmatch(part)
+        if not m:
+            bad(("is" if part == search_params else f"has {part!r},")
+                + " not name=value with a number (digits, no spaces or signs)")
+        name, value = m.group(1), float(m.group(2))
+        base = name.removeprefix("quantizer_")
+        if base in _POSITIVE and value <= 0:
+            bad(f"sets {name} to {m.group(2)}; it must be above 0")
+        if not base.startswith("k_factor") and value != int(value):
+            bad(f"sets {name} to {m.group(2)}; it takes a whole number")
+        out.append((name, value))
+    return out
+
+
+def set_search_params(index, search_params: str, what: str = "the index") -> None:
+    """Set a ParameterSpace string (``index.search_params``) on ``index``: a malformed one, or a
+    parameter this index does not have (``efSearch`` on an IVF index, ``nprobe`` on Flat), is an
+    :class:`InputError` naming ``config: index.search_params`` and the parameters it takes."""
+    faiss = _faiss()
+    space = faiss.ParameterSpace()
+    for name, value in _parse_search_params(search_params):
+        try:
+            space.set_index_parameter(index, name, value)
+        except RuntimeError as e:
+            log.debug("ParameterSpace.set_index_parameter(%s, %s): %s", name, value, e)
+            kind = type(faiss.downcast_index(index)).__name__
+            tunable = faiss.ParameterSpace()
+            tunable.initialize(index)
+            names = [tunable.parameter_ranges.at(i).name for i in range(tunable.parameter_ranges.size())]
+            takes = (f"it takes {', '.join(names)}" if names else
+                     "it has no search-time parameters (an exhaustive index): leave index.search_params empty")
+            raise InputError("config: index.search_params",
+                             f"{search_params!r}: {what} ({kind}) has no search parameter {name!r}; {takes}") from None
 
 
 REBUILD_INDEX = "delete it and build it again with index_shard.py"
@@ -71,9 +212,10 @@ def write_index(index, path: str | os.PathLike) -> None:
         seal(tmp)
 
 
-def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto"):
+def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto", search_params: str = ""):
     """A FAISS index from ``path``, its checksum verified; a missing, truncated, corrupt or
-    changed file is an :class:`InputError`."""
+    changed file is an :class:`InputError`. ``search_params`` (:func:`set_search_params`) are
+    set before the index is copied to GPUs, which copy them (``nprobe``)."""
     faiss = _faiss()
     if not os.path.isfile(path):
         raise InputError(str(path), "no such FAISS index file; build it with index_shard.py")
@@ -86,6 +228,7 @@ def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto"):
     if not verified:
         log.warning("%s has no checksum (written before indexes carried one); read unverified: %s to have "
                     "it checked", path, REBUILD_INDEX)
+    set_search_params(index, search_params, f"the index {path}")
     if (use_gpu == "auto" and gpu_available()) or use_gpu is True:
         index = faiss.index_cpu_to_all_gpus(index)
     return index
@@ -113,27 +256,31 @@ def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | 
 def index_shard(vectors_npy: str | os.PathLike, out_index: str | os.PathLike, factory: str = "Flat",
                 train_size: int | None = None, seed: int = 0) -> dict:
     vecs = load_npy(vectors_npy, ndim=2, mmap_mode="r")
-    index = build_index(vecs, factory, train_size=train_size, seed=seed)
+    index = build_index(vecs, factory, train_size=train_size, seed=seed, where=str(vectors_npy))
     write_index(index, out_index)
     return {"vectors": int(index.ntotal), "dim": int(vecs.shape[1]) if vecs.ndim == 2 else 0, "factory": factory}
 
 
 def search_shard(index_path: str | os.PathLike, ids_npy: str | os.PathLike, queries_npy: str | os.PathLike,
                  out_npz: str | os.PathLike, k: int, use_gpu: bool | str = "auto", batch_size: int = 4096,
-                 progress: bool = True) -> dict:
+                 progress: bool = True, search_params: str = "") -> dict:
     """Top-``k`` of every query in one shard. Writes ``scores`` ``[Q, k]`` (float32) and
-    ``ids`` ``[Q, k]`` (int64 passage ids; -1 where the shard has fewer than ``k`` vectors)."""
-    return search_shard_many(index_path, ids_npy, [(queries_npy, out_npz)], k, use_gpu, batch_size, progress)[0]
+    ``ids`` ``[Q, k]`` (int64 passage ids; -1 where the shard has fewer than ``k`` vectors, or
+    where an approximate index found fewer, as IVF with a small ``nprobe``)."""
+    return search_shard_many(index_path, ids_npy, [(queries_npy, out_npz)], k, use_gpu, batch_size, progress,
+                             search_params)[0]
 
 
 def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
                       searches: Sequence[tuple[str | os.PathLike, str | os.PathLike]], k: int,
-                      use_gpu: bool | str = "auto", batch_size: int = 4096, progress: bool = True) -> list[dict]:
+                      use_gpu: bool | str = "auto", batch_size: int = 4096, progress: bool = True,
+                      search_params: str = "") -> list[dict]:
     """:func:`search_shard` for several ``(queries .npy, output .npz)`` pairs, loading the shard
     index once: every question encoder and test set searched against one passage encoder's
     shard (at 21M passages, reading a shard index costs far more than searching it). With
-    ``progress``, a tqdm bar per question set on stderr advances once per query batch."""
-    index = read_index(index_path, use_gpu=use_gpu)
+    ``progress``, a tqdm bar per question set on stderr advances once per query batch.
+    ``search_params``: ``index.search_params`` (:func:`set_search_params`)."""
+    index = read_index(index_path, use_gpu=use_gpu, search_params=search_params)
     ids = load_npy(ids_npy, ndim=1)
     check_ids(ids, ids_npy, index, index_path)
     return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size, progress)
@@ -165,6 +312,7 @@ def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int 
         if index.ntotal == 0:
             break
         s, r = index.search(q[i : i + batch_size], kk)
+        s[r < 0] = -np.inf  # a hit an approximate index did not find (FAISS: -3.4e38)
         scores[i : i + batch_size, :kk] = s
         rows[i : i + batch_size, :kk] = r
         bar.update(len(s))
