@@ -64,35 +64,62 @@ def _vectors(results: Path, corpus: str, model: str) -> int:
     return sum(len(np.load(p, mmap_mode="r")) for p in sorted((results / "embeddings" / corpus / model).glob("shard-*.ids.npy")))
 
 
-def measure(results: Path, corpus: str, model: str, dataset: str) -> dict:
+def search_rate(results: Path, corpus: str, model: str, dataset: str, search_params: str, k: int,
+                repeats: int = 3) -> float:
+    """Test questions per second searched at depth ``k`` in the loaded shard indexes (the
+    search alone: no process start, no index read), median of ``repeats``, one thread."""
+    import time
+
+    import faiss
+
+    from dcsr.retrieval.index import load_npy, read_index, search_index
+
+    faiss.omp_set_num_threads(1)
+    q = load_npy(results / "queries" / model / f"{dataset}.npy", ndim=2)
+    shards = sorted((results / "index" / corpus / model).glob("shard-*.faiss"))
+    loaded = [(read_index(p, use_gpu=False, search_params=search_params),
+               load_npy(str(p).replace("/index/", "/embeddings/").replace(".faiss", ".ids.npy"), ndim=1))
+              for p in shards]
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for index, ids in loaded:
+            search_index(index, ids, q, k)
+        times.append(time.perf_counter() - t)
+    return len(q) / sorted(times)[len(times) // 2]
+
+
+def measure(results: Path, corpus: str, model: str, dataset: str, search_params: str, k: int) -> dict:
     idx = results / "index" / corpus / model
     n = _vectors(results, corpus, model)
     faiss_bytes = sum(p.stat().st_size for p in idx.glob("shard-*.faiss"))
     build_s, build_jobs = _bench_seconds(results / "benchmarks" / "index_shard" / corpus / model)
-    search_s, _ = _bench_seconds(results / "benchmarks" / "search_shard" / corpus / model)
     questions = sum(1 for _ in open(results / "metrics" / corpus / model / model / f"{dataset}.questions.jsonl"))
     return {"vectors": n, "bytes_per_vector": faiss_bytes / n if n else 0.0, "index_bytes": faiss_bytes,
             "build_s": build_s, "build_jobs": build_jobs,
             "build_peak_rss_mb": _peak_rss(results / "logs" / "index_shard" / corpus / model),
-            "search_s": search_s, "questions": questions,
-            "questions_per_s": questions / search_s if search_s else None}
+            "search_params": search_params, "questions": questions,
+            "questions_per_s": search_rate(results, corpus, model, dataset, search_params, k)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", action="append", required=True, help="NAME=results folder; the first is the reference (Flat)")
+    ap.add_argument("--run", action="append", required=True,
+                    help="NAME=results folder[:search params]; the first is the reference (Flat)")
+    ap.add_argument("--k", type=int, default=500, help="search depth of the timed search (DCSR: 100 x ~5 sentences)")
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--json")
     a = ap.parse_args()
-    runs = [(name, Path(path)) for name, _, path in (s.partition("=") for s in a.run)]
-    ref_name, ref = runs[0]
+    runs = [(name, Path(path.partition(":")[0]), path.partition(":")[2])
+            for name, _, path in (s.partition("=") for s in a.run)]
+    ref_name, ref, _ = runs[0]
     ref_run = trec_run(ref / "runs" / a.corpus / a.model / a.model / f"{a.dataset}.trec")
     ref_hits = first_hits(str(ref / "metrics" / a.corpus / a.model / a.model / f"{a.dataset}.questions.jsonl"))
     rows = []
-    for name, path in runs:
-        m = measure(path, a.corpus, a.model, a.dataset)
+    for name, path, params in runs:
+        m = measure(path, a.corpus, a.model, a.dataset, params, a.k)
         hits = first_hits(str(path / "metrics" / a.corpus / a.model / a.model / f"{a.dataset}.questions.jsonl"))
         run = trec_run(path / "runs" / a.corpus / a.model / a.model / f"{a.dataset}.trec")
         overlap = [len(set(run.get(q, [])[:100]) & set(top[:100])) / len(top[:100]) for q, top in ref_run.items() if top]
@@ -104,13 +131,14 @@ def main() -> None:
             m["topk"][k] = {"recall": acc, "only_flat": only_flat, "only_variant": only_this, "p": p}
         rows.append((name, m))
     print(f"reference: {ref_name}; {rows[0][1]['vectors']:,} vectors, {rows[0][1]['questions']:,} questions")
-    print("| index | bytes / vector | build s (jobs) | build peak RSS MB | search questions/s | Flat's top-100 found | "
+    print(f"| index | bytes / vector | build s (jobs) | build peak RSS MB | questions/s at depth {a.k}, 1 thread | Flat's top-100 found | "
           + " | ".join(f"top-{k} (only Flat / only it, p)" for k in KS) + " |")
     print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(KS))
     for name, m in rows:
         cells = [f"{m['topk'][k]['recall']:.1f} ({m['topk'][k]['only_flat']} / {m['topk'][k]['only_variant']}, "
                  f"p = {m['topk'][k]['p']:.2g})" for k in KS]
-        print(f"| {name} | {m['bytes_per_vector']:,.1f} | {m['build_s']:,.1f} ({m['build_jobs']}) | "
+        label = f"{name} ({m['search_params']})" if m["search_params"] else name
+        print(f"| {label} | {m['bytes_per_vector']:,.1f} | {m['build_s']:,.1f} ({m['build_jobs']}) | "
               f"{m['build_peak_rss_mb']:,.0f} | {m['questions_per_s'] or 0:,.1f} | {100 * m['recall_of_flat_top100']:.1f}% | "
               + " | ".join(cells) + " |")
     if a.json:
