@@ -64,6 +64,12 @@ def shard_passages(corpus_tsv: str | os.PathLike, shard: int, num_shards: int):
     return ids, titles, texts
 
 
+#: Texts tokenized at a time when encoding: a shard's token lists (about 4 KB per 256-token
+#: passage as Python lists) are held a chunk at a time, not all at once. Length-sorted batches
+#: are formed within a chunk; shards smaller than a chunk batch exactly as before.
+TOKENIZE_CHUNK = 8192
+
+
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
     """Row indices grouped into batches of similar length, longest first.
 
@@ -100,33 +106,35 @@ def encode_texts(
         return np.zeros((0, 0), dtype=np.float32)
     from dcsr.models.biencoder import tokenize_passages, tokenize_questions
 
-    # Tokenize once without padding (the same input format as training); each
-    # length-sorted batch is padded on its own.
-    if side == "passage":
-        enc = tokenize_passages(tokenizer, titles, texts, max_length, padding=False)
-    elif side == "marked_question":  # DCSR: [CLS] <sent> question [SEP], the vector at <sent>
-        from dcsr.models.markers import tokenize_marked_questions
-
-        enc = {"input_ids": tokenizer(list(texts), add_special_tokens=False)["input_ids"]}
-    else:
-        enc = tokenize_questions(tokenizer, texts, max_length, padding=False)
-    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
-    lengths = [len(x) for x in enc["input_ids"]]
     out: np.ndarray | None = None
     bar = tqdm(total=n, desc=desc, unit=f" {side}s", disable=not progress, mininterval=2.0)
-    for rows in length_sorted_batches(lengths, batch_size):
-        if side == "marked_question":
-            batch = tokenize_marked_questions(tokenizer, [texts[i] for i in rows.tolist()], max_length)
+    # Tokenized a chunk at a time without padding (the same input format as training); each
+    # length-sorted batch of the chunk is padded on its own.
+    for lo in range(0, n, TOKENIZE_CHUNK):
+        hi = min(n, lo + TOKENIZE_CHUNK)
+        chunk = list(texts[lo:hi])
+        if side == "passage":
+            enc = tokenize_passages(tokenizer, list(titles[lo:hi]), chunk, max_length, padding=False)
+        elif side == "marked_question":  # DCSR: [CLS] <sent> question [SEP], the vector at <sent>
+            from dcsr.models.markers import tokenize_marked_questions
+
+            enc = {"input_ids": tokenizer(chunk, add_special_tokens=False)["input_ids"]}
         else:
-            batch = tokenizer.pad([{k: enc[k][i] for k in keys} for i in rows.tolist()], return_tensors="pt")
-        batch = {k: v.to(device) for k, v in batch.items()}
-        with autocast(precision, device.type):
-            vecs = model.encode_passages(**batch) if side == "passage" else model.encode_questions(**batch)
-        vecs = vecs.float().cpu().numpy()
-        if out is None:
-            out = np.empty((n, vecs.shape[1]), dtype=np.float32)
-        out[rows] = vecs
-        bar.update(len(rows))
+            enc = tokenize_questions(tokenizer, chunk, max_length, padding=False)
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
+        for rows in length_sorted_batches([len(x) for x in enc["input_ids"]], batch_size):
+            if side == "marked_question":
+                batch = tokenize_marked_questions(tokenizer, [chunk[i] for i in rows.tolist()], max_length)
+            else:
+                batch = tokenizer.pad([{k: enc[k][i] for k in keys} for i in rows.tolist()], return_tensors="pt")
+            batch = {k: v.to(device) for k, v in batch.items()}
+            with autocast(precision, device.type):
+                vecs = model.encode_passages(**batch) if side == "passage" else model.encode_questions(**batch)
+            vecs = vecs.float().cpu().numpy()
+            if out is None:
+                out = np.empty((n, vecs.shape[1]), dtype=np.float32)
+            out[rows + lo] = vecs
+            bar.update(len(rows))
     bar.close()
     return out
 
@@ -157,28 +165,40 @@ def encode_sentence_passages(
     from dcsr.models.markers import collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker
 
     marker = ensure_sentence_marker(tokenizer)
-    encoded = [encode_passage_with_markers(tokenizer, t, x, sp, max_length, max_sentences, marker)
-               for t, x, sp in zip(titles, texts, spans_list)]
-    counts = np.asarray([len(e[2]) for e in encoded], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
-    rows_out = np.repeat(np.arange(len(encoded), dtype=np.int64), counts)
-    sentences_out = np.asarray([i for e in encoded for i in e[3]], dtype=np.int64)
-    out = np.zeros((int(counts.sum()), model.hidden_size), dtype=np.float32)
-    bar = tqdm(total=len(encoded), desc=desc, unit=" passages", disable=not progress, mininterval=2.0)
-    for rows in length_sorted_batches([len(e[0]) for e in encoded], batch_size):
-        rows = [int(r) for r in rows if counts[r]]
-        if rows:
-            batch = collate_encoded_passages([encoded[r] for r in rows], None, tokenizer.pad_token_id)
-            batch = {k: v.to(device) for k, v in batch.items()}
-            with autocast(precision, device.type):
-                vecs = model.encode_passages(**batch).float().cpu().numpy()  # by row in batch, then sentence
-            at = 0
-            for r in rows:
-                out[starts[r] : starts[r] + counts[r]] = vecs[at : at + counts[r]]
-                at += counts[r]
-        bar.update(len(rows))
+    # At most min(sentences, max_sentences) vectors per passage (truncation at max_length can
+    # only drop more): the output is allocated once at that bound and cut to what was filled.
+    bound = sum(min(len(sp), max_sentences) for sp in spans_list)
+    out = np.zeros((bound, model.hidden_size), dtype=np.float32)
+    rows_out = np.zeros(bound, dtype=np.int64)
+    sentences_out = np.zeros(bound, dtype=np.int64)
+    filled = 0
+    bar = tqdm(total=len(texts), desc=desc, unit=" passages", disable=not progress, mininterval=2.0)
+    # A chunk of passages is tokenized at a time, so that a shard's token lists are never all
+    # held at once; its vectors keep the order passage then sentence.
+    for lo in range(0, len(texts), TOKENIZE_CHUNK):
+        hi = min(len(texts), lo + TOKENIZE_CHUNK)
+        encoded = [encode_passage_with_markers(tokenizer, titles[r], texts[r], spans_list[r], max_length,
+                                               max_sentences, marker) for r in range(lo, hi)]
+        counts = np.asarray([len(e[2]) for e in encoded], dtype=np.int64)
+        starts = filled + (np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts)
+        total = int(counts.sum())
+        rows_out[filled : filled + total] = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
+        sentences_out[filled : filled + total] = [i for e in encoded for i in e[3]]
+        for rows in length_sorted_batches([len(e[0]) for e in encoded], batch_size):
+            rows = [int(r) for r in rows if counts[r]]
+            if rows:
+                batch = collate_encoded_passages([encoded[r] for r in rows], None, tokenizer.pad_token_id)
+                batch = {k: v.to(device) for k, v in batch.items()}
+                with autocast(precision, device.type):
+                    vecs = model.encode_passages(**batch).float().cpu().numpy()  # by row in batch, then sentence
+                at = 0
+                for r in rows:
+                    out[starts[r] : starts[r] + counts[r]] = vecs[at : at + counts[r]]
+                    at += counts[r]
+            bar.update(len(rows))
+        filled += total
     bar.close()
-    return out, rows_out, sentences_out
+    return out[:filled], rows_out[:filled], sentences_out[:filled]
 
 
 def is_sentence_level(meta: dict) -> bool:
@@ -270,7 +290,7 @@ def embed_corpus_shard(
         vec_ids, sent_no = np.asarray(ids, dtype=np.int64), np.full(len(ids), -1, dtype=np.int64)
     if len(vec_ids) == 0:
         vecs = np.zeros((0, model.hidden_size), dtype=np.float32)
-    _save_npy(Path(out_vectors), vecs.astype(np.float16 if fp16 else np.float32))
+    _save_npy(Path(out_vectors), vecs.astype(np.float16 if fp16 else np.float32, copy=False))
     _save_npy(Path(out_ids), vec_ids)
     if out_sentences is not None:
         _save_npy(Path(out_sentences), np.asarray(sent_no, dtype=np.int32))
