@@ -24,6 +24,8 @@ rule mine_dense_negatives:
         match=lambda wc: plan.match_type(wc.dataset),
         batch_size=config["embed"]["batch_size"],
         gpu=str(config["index"]["gpu"]).lower(),
+        # as search_shard's: a list, so that an empty value vanishes
+        search_params=["--search-params", config["index"]["search_params"]] if config["index"]["search_params"] else [],
     threads: plan.threads_for("mine_dense_negatives", 2)
     resources:
         mem_mb=plan.resources_for("mine_dense_negatives", "mem_mb"),
@@ -34,4 +36,5 @@ rule mine_dense_negatives:
     shell:
         "python {params.script:q} --model {input.model:q} --train {input.train:q} --corpus {input.corpus:q}"
         " {params.shards:q} --output {output:q} --negatives {params.negatives:q} --depth {params.depth:q}"
-        " --match-type {params.match:q} --batch-size {params.batch_size:q} --gpu {params.gpu:q} 2> {log:q}"
+        " --match-type {params.match:q} --batch-size {params.batch_size:q} --gpu {params.gpu:q}"
+        " {params.search_params:q} 2> {log:q}"

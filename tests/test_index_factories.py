@@ -289,3 +289,17 @@ def test_search_params_is_a_search_setting_only():
     assert "search_params" not in index_rule
     assert '["--search-params", config["index"]["search_params"]]' in search_rule
     assert " {params.search_params:q} " in search_rule
+
+
+def test_dense_mining_searches_with_the_search_params(corpus):
+    """DCSR-hard mining (dcsr.retrieval.mining.search_shards) reads the same shard indexes as the
+    test-set search, and sets index.search_params on them too: IVF with nprobe=16 mines from the
+    exact top 10, with FAISS's default (nprobe=1) from a third of it."""
+    from dcsr.retrieval.mining import search_shards
+
+    folder, _, _, q, exact = corpus
+    shards = [(str(p), str(folder / f"i{s}.npy"), None) for s, p in enumerate(_indexes(folder, "IVF16,Flat"))]
+    _, default = search_shards(q.astype(np.float32), shards, K, use_gpu=False, progress=False)
+    _, full = search_shards(q.astype(np.float32), shards, K, use_gpu=False, progress=False, search_params="nprobe=16")
+    np.testing.assert_array_equal(full, exact)
+    assert _recall(default, exact) < 0.5

@@ -190,18 +190,21 @@ def sentence_keys(ids: np.ndarray, sentence_numbers: np.ndarray, where: str) -> 
 
 
 def search_shards(queries: np.ndarray, shards: Sequence[tuple[str, str, str | None]], depth: int,
-                  use_gpu: bool | str = "auto", batch_size: int = 4096, progress: bool = True):
+                  use_gpu: bool | str = "auto", batch_size: int = 4096, progress: bool = True,
+                  search_params: str = ""):
     """The exact top-``depth`` over all shards for every query: ``(scores [Q, depth], keys [Q, depth])``.
 
     ``shards``: ``(index, ids .npy, sentence numbers .npy or None)`` per shard; with sentence
     numbers the keys are :func:`sentence_keys`, else passage ids. Shards are read one at a time
-    and merged into the running top-k, so memory stays ``O(Q x depth)``."""
+    and merged into the running top-k, so memory stays ``O(Q x depth)``. ``search_params``
+    (``index.search_params``: nprobe, efSearch) are set on each shard index as the test-set
+    search sets them."""
     from dcsr.retrieval.index import check_ids, load_npy, merge_topk, read_index, search_index
 
     scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
     keys = np.full((len(queries), depth), -1, dtype=np.int64)
     for n, (index_path, ids_npy, sents_npy) in enumerate(shards):
-        index = read_index(index_path, use_gpu=use_gpu)
+        index = read_index(index_path, use_gpu=use_gpu, search_params=search_params)
         ids = load_npy(ids_npy, ndim=1)
         check_ids(ids, ids_npy, index, index_path)
         if sents_npy is not None:
@@ -286,7 +289,7 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
                          corpus_tsv: str | os.PathLike, shards: Sequence[tuple[str, str, str]],
                          out_json: str | os.PathLike, n_negatives: int = 30, depth: int = 100,
                          match_type: str = "string", batch_size: int = 128, use_gpu: bool | str = "auto",
-                         device: str = "auto", progress: bool = True) -> dict:
+                         device: str = "auto", progress: bool = True, search_params: str = "") -> dict:
     """Replace the ``hard_negative_ctxs`` of a DPR biencoder JSON with negatives mined by the
     bi-encoder at ``model_dir`` over its shard indexes of ``corpus_tsv``.
 
@@ -318,7 +321,7 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
     if nq == 0:
         vectors = np.zeros((0, 1), dtype=np.float32)
     scores, keys = search_shards(vectors, [(i, d, s if sentence_level else None) for i, d, s in shards], depth,
-                                 use_gpu=use_gpu, progress=progress)
+                                 use_gpu=use_gpu, progress=progress, search_params=search_params)
     if sentence_level:
         scores, pids, sents = first_sentence_per_passage(scores, keys)
     else:
