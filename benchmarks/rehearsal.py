@@ -13,8 +13,8 @@ the rule's summed wall and CPU time, the largest peak RSS of one job, and the MB
 hold on disk (:func:`disk_by_rule`, from run with ``--workdir``).
 
 The prediction for the largest N is affine in N, calibrated on the two smallest runs (a fixed
-cost plus a cost per passage: ``v1 + (v2 - v1) (N3 - N1) / (N2 - N1)``), the model the resource
-plan uses (a job's memory is the process plus its data). ``off`` flags a measurement more than
+cost plus a cost per passage: ``v2 + max(0, (v2 - v1) / (N2 - N1)) (N3 - N2)``), the model the
+resource plan uses (a job's memory is the process plus its data). ``off`` flags a measurement more than
 25% from its prediction. The slope is the least-squares slope of log(value) against log(N)
 over all runs: about 0 for a cost that does not grow with N, 1 for one that grows linearly.
 """
@@ -117,11 +117,12 @@ def loglog_slope(ns: list[float], values: list[float]) -> float | None:
 
 
 def affine_prediction(ns: list[float], values: list[float]) -> float | None:
-    """The last run's value from the first two, affine in N (never below 0)."""
+    """The last run's value from the first two, affine in N: the second value plus the cost per
+    passage between the two (none when it fell: a cost does not shrink as the corpus grows)."""
     if len(ns) < 3:
         return None
     (n1, n2, n3), (v1, v2) = ns[:3], values[:2]
-    return max(0.0, v1 + (v2 - v1) * (n3 - n1) / (n2 - n1))
+    return v2 + max(0.0, (v2 - v1) / (n2 - n1)) * (n3 - n2)
 
 
 def curves(runs: dict[int, dict[str, dict]]) -> dict[str, dict]:

@@ -48,6 +48,14 @@ QUESTIONS = {
     "nq-advhn": {"train": 58_880, "dev": 8_757, "test": 3_610},
 }
 DIM = 768  # bert-base-uncased hidden size
+# Host memory of an embed_shard job besides its data, measured in the rehearsal
+# (benchmarks/rehearsal.md, 2026-11-25): a tokenized 256-token passage held by the tokenizer's
+# output (DPR's BatchEncoding, 31.8 KB; DCSR's token lists less), for at most
+# dcsr.retrieval.embed.TOKENIZE_CHUNK passages at a time; and the process with torch loaded
+# (0.55 GB with the tiny encoder), plus the encoder's fp32 weights.
+TOKENIZED_BYTES_PER_PASSAGE = 31_800
+TOKENIZE_CHUNK = 8192
+PROCESS_BYTES = 0.55e9
 BERT_BASE_PARAMS = 109_482_240  # BertModel of bert-base-uncased (no pooler head use, weights kept)
 GB = 1e9
 
@@ -296,8 +304,9 @@ class Plan:
         shard_read_s_per_passage = self.store["shard_store_s"] / self.store["shard_passages"]
         stream_total = sum(pps_all[j["wildcards"]["corpus"]] * shard_read_s_per_passage for j in emb)
         enc_passages = sum(pps_all[j["wildcards"]["corpus"]] for j in emb)
-        mem_dcsr = pps * (mem_embed_text + mem_embed_spans + self.vpp_dcsr * (4 * DIM + vec_b + side_b))
-        mem_dpr = pps * (mem_embed_text + 4 * DIM + vec_b + side_b)
+        fixed = PROCESS_BYTES + 4 * BERT_BASE_PARAMS + min(pps, TOKENIZE_CHUNK) * TOKENIZED_BYTES_PER_PASSAGE
+        mem_dcsr = fixed + pps * (mem_embed_text + mem_embed_spans + self.vpp_dcsr * (4 * DIM + vec_b + side_b))
+        mem_dpr = fixed + pps * (mem_embed_text + 4 * DIM + vec_b + side_b)
         gpu_s = enc_passages / ge if ge else None
         rows.append(
             (
@@ -305,7 +314,8 @@ class Plan:
                 len(emb),
                 f"the shard's rows from the passage store (1 row in {self.shards(wiki)}) + DCSR: the whole sentence "
                 f"table -> {fmt_bytes(pps * vec_b)} (DPR) / {fmt_bytes(pps * self.vpp_dcsr * vec_b)} (DCSR) of vectors",
-                f"{fmt_bytes(mem_dcsr)} DCSR, {fmt_bytes(mem_dpr)} DPR",
+                f"{fmt_bytes(mem_dcsr)} DCSR, {fmt_bytes(mem_dpr)} DPR (of which {fmt_bytes(fixed)} the process, "
+                f"the encoder and one tokenized chunk of {TOKENIZE_CHUNK:,} passages)",
                 f"{cfg_mem.get('embed_shard')}",
                 f"store read {pps * shard_read_s_per_passage / 60:,.1f} min CPU + GPU "
                 + (f"{pps / ge / 60:,.1f} min" if ge else "not measured (passages / GPU passages/s)"),
