@@ -24,8 +24,7 @@ rule mine_dense_negatives:
         match=lambda wc: plan.match_type(wc.dataset),
         batch_size=config["embed"]["batch_size"],
         gpu=str(config["index"]["gpu"]).lower(),
-        # as search_shard's: a list, so that an empty value vanishes
-        search_params=["--search-params", config["index"]["search_params"]] if config["index"]["search_params"] else [],
+        search_params=plan.search_params_args,
     threads: plan.threads_for("mine_dense_negatives", 2)
     resources:
         mem_mb=plan.resources_for("mine_dense_negatives", "mem_mb"),

@@ -5,14 +5,8 @@
 # encoder the vectors are sentences: each shard returns its top 100 x k sentences and the
 # merge ranks passages by HasAns (score normalization, DCSR Section 3.3).
 # index.search_params (nprobe, efSearch, ...) is a search-time setting: a param of search_shard
-# only, so changing it searches again and leaves the indexes as they are. Checked here, at DAG
-# build, against an empty index of index.factory.
-from dcsr.retrieval.index import check_search_params  # noqa: E402
-
-try:
-    check_search_params(config["index"]["search_params"], config["index"]["factory"])
-except InputError as e:
-    raise WorkflowError(str(e))
+# only, so changing it searches again and leaves the indexes as they are (checked at DAG build
+# by the plan, against an empty index of index.factory).
 
 
 rule index_shard:
@@ -60,8 +54,7 @@ rule search_shard:
         searches=plan.search_args,
         k=config["search"]["k"],
         gpu=str(config["index"]["gpu"]).lower(),
-        # a list, as depth: an empty value must vanish (`:q` writes "" as nothing, not '')
-        search_params=["--search-params", config["index"]["search_params"]] if config["index"]["search_params"] else [],
+        search_params=plan.search_params_args,
         depth=plan.sentence_depth_args,
     threads: plan.threads_for("search_shard", 2)
     resources:

@@ -24,8 +24,8 @@ import pytest
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import seal
-from dcsr.retrieval.index import (check_search_params, index_shard, merge_shard_hits, read_index,
-                                  search_shard_many)
+from dcsr.pipeline.checks import check_search_params
+from dcsr.retrieval.index import index_shard, merge_shard_hits, read_index, search_shard_many
 
 REPO = Path(__file__).resolve().parents[1]
 DIM, SHARDS, PER_SHARD, QUERIES, K = 32, 3, 1000, 60, 10
@@ -209,7 +209,7 @@ def test_a_bad_search_params_is_an_input_error_naming_the_key(corpus, factory, s
 
 
 def test_search_params_are_checked_at_dag_build_against_the_factory():
-    """What search.smk runs before the first job: an empty index of index.factory."""
+    """What the plan runs at DAG build, before the first job: an empty index of index.factory."""
     for factory, good in [("Flat", ""), ("IVF4096,PQ64", "nprobe=64"), ("HNSW32", "efSearch=128"),
                           ("IVF1024_HNSW32,Flat", "nprobe=32,quantizer_efSearch=64"),
                           ("OPQ16,IVF256,PQ16", "nprobe=8,ht=20"), ("IVF64,Flat,RFlat", "k_factor_rf=1.5")]:
@@ -287,8 +287,16 @@ def test_search_params_is_a_search_setting_only():
     index_rule = text[text.index("rule index_shard:"):text.index("rule search_shard:")]
     search_rule = text[text.index("rule search_shard:"):text.index("rule merge_runs:")]
     assert "search_params" not in index_rule
-    assert '["--search-params", config["index"]["search_params"]]' in search_rule
+    assert "search_params=plan.search_params_args," in search_rule
     assert " {params.search_params:q} " in search_rule
+    # the argument list the rule passes: the flag and its value, or nothing (`:q` writes "" as nothing)
+    from types import SimpleNamespace
+
+    from dcsr.pipeline.plan import Plan
+
+    args = Plan.search_params_args.fget
+    assert args(SimpleNamespace(config={"index": {"search_params": "nprobe=16"}})) == ["--search-params", "nprobe=16"]
+    assert args(SimpleNamespace(config={"index": {"search_params": ""}})) == []
 
 
 def test_dense_mining_searches_with_the_search_params(corpus):

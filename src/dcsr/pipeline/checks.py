@@ -82,10 +82,10 @@ def check_local_sources(config: Mapping, basedir: Path) -> None:
                          f"{basedir}){hint}")
 
 
-def check_index_factory(factory: str) -> None:
+def check_index_factory(factory: str):
     """``index.factory`` must be a string FAISS's ``index_factory`` parses (tried at the two
-    widths of the encoders we ship: 384 and 768), and a plain one: letters, digits and ``, _ . -``
-    """
+    widths of the encoders we ship: 384 and 768), and a plain one: letters, digits and ``, _ . -``.
+    Returns the empty index it built."""
     if not re.fullmatch(r"[A-Za-z0-9_,.\-]{1,200}", factory):
         raise InputError("config: index.factory", f"{factory!r} is not an index_factory string (letters, digits "
                                                   "and , _ . -, such as Flat, SQ8, HNSW32, IVF4096,PQ64)")
@@ -94,11 +94,19 @@ def check_index_factory(factory: str) -> None:
     errors = []
     for dim in (768, 384):
         try:
-            faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-            return
+            return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
             errors.append(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
     raise InputError("config: index.factory", f"FAISS cannot build {factory!r}: {errors[0]}")
+
+
+def check_search_params(search_params: str, factory: str) -> None:
+    """``index.factory`` (:func:`check_index_factory`), then ``index.search_params`` set on an
+    empty index of it: a malformed string, or a parameter the factory's index does not have, is
+    one line at DAG build (the loaded shard index is checked again at search time)."""
+    from dcsr.retrieval.index import set_search_params
+
+    set_search_params(check_index_factory(factory), search_params, f"index.factory {factory!r}")
 
 
 def check_claim_seeds(config: Mapping) -> None:

@@ -22,8 +22,7 @@ from dcsr.evaluation.tables import table_cells
 from dcsr.pipeline.config import (DEV_VARIANT, check_config, claim_pair, json_arg, model_init, corpus_shards, dataset_questions, model_seeds,
                                   seed_replicas, sweep_models, dev_variants, train_datasets, variant_root,
                                   variant_settings)
-from dcsr.pipeline.checks import (check_claim_seeds, check_index_factory, check_local_sources,
-                                  check_marker_lengths)
+from dcsr.pipeline.checks import check_claim_seeds, check_local_sources, check_marker_lengths, check_search_params
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
@@ -65,7 +64,7 @@ class Plan:
         for model in self.config["models"]:
             if self.is_dcsr(model):
                 check_marker_lengths(model, self.train_settings(model))
-        check_index_factory(self.config["index"]["factory"])
+        check_search_params(self.config["index"]["search_params"], self.config["index"]["factory"])  # and the factory
         self.results = config["results"]
         self.downloads = download_settings(config.get("downloads", {}))
         self.paths = patterns(self.results, self.downloads["dir"])
@@ -712,6 +711,14 @@ class Plan:
 
     def mine_shard_args(self, wc, input) -> list[str]:
         return [a for i, d, n in zip(input.indexes, input.ids, input.sentence_numbers) for a in ("--shard", i, d, n)]
+
+    @property
+    def search_params_args(self) -> list[str]:
+        """``--search-params`` and ``index.search_params`` for the scripts that search shard
+        indexes (search_shard, mine_dense_negatives); nothing when it is empty (Snakemake's
+        ``:q`` writes an empty string as nothing, which would leave the flag without a value)."""
+        params = self.config["index"]["search_params"]
+        return ["--search-params", params] if params else []
 
     def sentence_depth_args(self, wc, input):
         """DCSR: search the top 100 x k sentences (k from the self.config, else the corpus mean)."""

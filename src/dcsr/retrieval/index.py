@@ -127,24 +127,6 @@ def _train(index, sample: np.ndarray, n: int, factory: str, train_size: int | No
         raise InputError("config: index.factory", f"{factory!r} {problem}: {used}; {more}") from None
 
 
-def check_search_params(search_params: str, factory: str = "Flat") -> None:
-    """``index.search_params`` checked at DAG build against an empty index of ``factory``
-    (:func:`set_search_params` on the loaded index checks it again at search time)."""
-    faiss = _faiss()
-    _parse_search_params(search_params)
-    if not search_params:
-        return
-    for dim in (768, 384):  # as dcsr.pipeline.checks.check_index_factory: the encoders' widths
-        try:
-            index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-            break
-        except RuntimeError:
-            continue
-    else:
-        return  # the factory itself is refused elsewhere (config: index.factory)
-    set_search_params(index, search_params, f"index.factory {factory!r}")
-
-
 # A ParameterSpace string: name=value pairs joined by commas, such as nprobe=64 or
 # nprobe=32,quantizer_efSearch=64. FAISS itself accepts nprobe=0 (then every search throws),
 # nprobe=-1 (wrapped round to 2^64 - 1) and nprobe=4.5 (truncated): refused here.
