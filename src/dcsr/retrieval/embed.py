@@ -64,9 +64,10 @@ def shard_passages(corpus_tsv: str | os.PathLike, shard: int, num_shards: int):
     return ids, titles, texts
 
 
-#: Texts tokenized at a time when encoding: a shard's token lists (about 4 KB per 256-token
-#: passage as Python lists) are held a chunk at a time, not all at once. Length-sorted batches
-#: are formed within a chunk; shards smaller than a chunk batch exactly as before.
+#: Texts tokenized at a time when encoding: a shard's tokenizer output (31.8 KB per 256-token
+#: passage for DPR's, measured in benchmarks/rehearsal.md) is held a chunk at a time, not all
+#: at once. Length-sorted batches are formed within a chunk; shards smaller than a chunk batch
+#: exactly as before.
 TOKENIZE_CHUNK = 8192
 
 
@@ -180,7 +181,7 @@ def encode_sentence_passages(
         encoded = [encode_passage_with_markers(tokenizer, titles[r], texts[r], spans_list[r], max_length,
                                                max_sentences, marker) for r in range(lo, hi)]
         counts = np.asarray([len(e[2]) for e in encoded], dtype=np.int64)
-        starts = filled + (np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts)
+        starts = filled + np.cumsum(counts) - counts  # a chunk is never empty
         total = int(counts.sum())
         rows_out[filled : filled + total] = np.repeat(np.arange(lo, hi, dtype=np.int64), counts)
         sentences_out[filled : filled + total] = [i for e in encoded for i in e[3]]
