@@ -19,7 +19,6 @@ only the variant finds, and the exact sign test on them (benchmarks/paired_compa
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from collections import defaultdict
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paired_compare import compare, first_hits  # noqa: E402
-from rehearsal import USAGE  # noqa: E402
+from rehearsal import job_records  # noqa: E402
 
 KS = (1, 5, 20, 100)
 
@@ -41,21 +40,9 @@ def trec_run(path: Path) -> dict[str, list[str]]:
     return {q: [p for _, p in sorted(hits)] for q, hits in run.items()}
 
 
-def _bench_seconds(folder: Path) -> tuple[float, int]:
-    total, jobs = 0.0, 0
-    for tsv in sorted(folder.glob("*.tsv")):
-        with open(tsv, encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t"))
-        if rows:
-            total += float(rows[-1]["s"])
-            jobs += 1
-    return total, jobs
-
-
-def _peak_rss(folder: Path) -> float:
-    peaks = [max(map(float, m[:2])) for log in folder.glob("*.log")
-             for m in USAGE.findall(log.read_text(encoding="utf-8", errors="replace"))[-1:]]
-    return max(peaks, default=0.0)
+def _index_jobs(results: Path, corpus: str, model: str) -> list[dict]:
+    """The ``index_shard`` jobs of one passage encoder (:func:`rehearsal.job_records`)."""
+    return [r for r in job_records(results) if r["job"].startswith(f"index_shard/{corpus}/{model}/")]
 
 
 def _vectors(results: Path, corpus: str, model: str) -> int:
@@ -93,11 +80,11 @@ def measure(results: Path, corpus: str, model: str, dataset: str, search_params:
     idx = results / "index" / corpus / model
     n = _vectors(results, corpus, model)
     faiss_bytes = sum(p.stat().st_size for p in idx.glob("shard-*.faiss"))
-    build_s, build_jobs = _bench_seconds(results / "benchmarks" / "index_shard" / corpus / model)
+    builds = _index_jobs(results, corpus, model)
     questions = sum(1 for _ in open(results / "metrics" / corpus / model / model / f"{dataset}.questions.jsonl"))
     return {"vectors": n, "bytes_per_vector": faiss_bytes / n if n else 0.0, "index_bytes": faiss_bytes,
-            "build_s": build_s, "build_jobs": build_jobs,
-            "build_peak_rss_mb": _peak_rss(results / "logs" / "index_shard" / corpus / model),
+            "build_s": sum(r["wall_s"] for r in builds), "build_jobs": len(builds),
+            "build_peak_rss_mb": max((r["rss_mb"] for r in builds if r["rss_from"] == "log (getrusage)"), default=0.0),
             "search_params": search_params, "questions": questions,
             "questions_per_s": search_rate(results, corpus, model, dataset, search_params, k)}
 
