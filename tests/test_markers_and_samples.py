@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dcsr.training.sentence_samples import SentenceSampleBuilder
-from dcsr.models.markers import encode_passage_with_markers, ensure_sentence_marker, tokenize_marked_questions, tokenize_sentence_passages
+from dcsr.models.markers import encode_passage_with_markers, encode_passages_with_markers, ensure_sentence_marker, tokenize_marked_questions, tokenize_sentence_passages
 from dcsr.retrieval.hasans import hasans_scores, hasans_topk, sentences_to_retrieve
 from dcsr.training.distributed import DistContext, global_vectors, nll_loss
 from dcsr.training.samples import validate_settings
@@ -56,6 +56,22 @@ def test_marker_placement_and_positions(tok):
     ids, types, positions, kept = encode_passage_with_markers(tok, "", TEXT, SPANS, 256, 10, 1)
     assert _tokens(tok, ids)[:3] == ["[CLS]", "[unused0]", "paris"] and positions == [1, 7, 13]
     assert set(types) == {0}
+
+
+@pytest.mark.parametrize("max_length, max_sentences", [(256, 10), (17, 10), (256, 2), (8, 1)])
+def test_passages_encoded_together_as_one_by_one(tok, max_length, max_sentences):
+    """The batched form (a corpus shard's: two tokenizer calls in all) gives each passage
+    what it gets alone, whatever its neighbours: titles or none, no sentences, a sentence
+    with no tokens, caps reached."""
+    titles = ["Paris", "", None, "A long title of many words", "Seine"]
+    texts = [TEXT, TEXT, "Nothing to split", TEXT, "\u200b. The river."]
+    spans = [SPANS, SPANS[1:], [], SPANS[::-1], [(0, 2), (3, 13)]]
+    together = encode_passages_with_markers(tok, titles, texts, spans, max_length, max_sentences, 1)
+    alone = [encode_passages_with_markers(tok, [t], [x], [s], max_length, max_sentences, 1)[0]
+             for t, x, s in zip(titles, texts, spans)]
+    assert together == alone
+    assert together[0] == encode_passage_with_markers(tok, "Paris", TEXT, SPANS, max_length, max_sentences, 1)
+    assert together[2][2] == [] and together[1][0][1] == tok.convert_tokens_to_ids("[unused0]")
 
 
 def test_truncation_by_max_sentences(tok):

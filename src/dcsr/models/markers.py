@@ -107,18 +107,43 @@ def encode_passage_with_markers(tokenizer, title: str | None, text: str, spans: 
     length ``T <= max_length``, ``T``, ``S`` and ``S`` (``S <= max_sentences``); the i-th marker
     at ``marker_positions[i]`` belongs to ``spans[kept_sentence_indices[i]]``.
     """
+    return encode_passages_with_markers(tokenizer, [title], [text], [spans], max_length, max_sentences, marker_id)[0]
+
+
+def encode_passages_with_markers(tokenizer, titles: Sequence[str | None], texts: Sequence[str],
+                                 spans_list: Sequence[Sequence[Span]], max_length: int = DEFAULT_MAX_LENGTH,
+                                 max_sentences: int = DEFAULT_MAX_SENTENCES,
+                                 marker_id: int | None = None) -> list[tuple[list[int], list[int], list[int], list[int]]]:
+    """:func:`encode_passage_with_markers` of each passage, with two tokenizer calls in all (the
+    titles, then every sentence of every passage) instead of two per passage: a corpus shard's
+    passages are tokenized in batches, as the fast tokenizer is made to be."""
     marker = _marker(tokenizer, marker_id)
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     if max_length < 4:  # [CLS] <sent> token [SEP]
         raise ValueError(f"max_length must be at least 4, got {max_length}")
+    titled = [i for i, title in enumerate(titles) if title]
+    title_ids = dict(zip(titled, tokenizer([titles[i] for i in titled], add_special_tokens=False)["input_ids"])
+                     if titled else [])
+    sentences = [text[s:e] for text, spans in zip(texts, spans_list) for s, e in spans]
+    pieces = tokenizer(sentences, add_special_tokens=False)["input_ids"] if sentences else []
+    out, at = [], 0
+    for row, spans in enumerate(spans_list):
+        out.append(_assemble(tokenizer, title_ids.get(row), pieces[at:at + len(spans)], max_length, max_sentences,
+                             marker))
+        at += len(spans)
+    return out
+
+
+def _assemble(tokenizer, title_ids: list[int] | None, pieces: Sequence[list[int]], max_length: int,
+              max_sentences: int, marker: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """One passage's ids, types, marker positions and kept sentences from its title's tokens
+    (``None``: no title) and its sentences' (the caps of :func:`encode_passage_with_markers`)."""
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     ids, types = [cls], [0]
-    if title:
-        title_ids = tokenizer(title, add_special_tokens=False)["input_ids"][: max(0, max_length - 5)]
+    if title_ids is not None:
+        title_ids = title_ids[: max(0, max_length - 5)]
         ids += title_ids + [sep]
         types += [0] * (len(title_ids) + 1)
-    text_type = 1 if title else 0
-    sentences = [text[s:e] for s, e in spans]
-    pieces = tokenizer(sentences, add_special_tokens=False)["input_ids"] if sentences else []
+    text_type = 1 if title_ids is not None else 0
     positions, kept = [], []
     for index, piece in enumerate(pieces):
         if len(kept) >= max_sentences:
@@ -192,9 +217,7 @@ def tokenize_sentence_passages(tokenizer, titles: Sequence[str] | None, texts: S
     titles = list(titles) if titles is not None else [""] * len(texts)
     if not len(titles) == len(texts) == len(spans_list):
         raise ValueError(f"{len(titles)} titles, {len(texts)} texts and {len(spans_list)} span lists")
-    marker = _marker(tokenizer, marker_id)
-    encoded = [encode_passage_with_markers(tokenizer, t, x, s, max_length, max_sentences, marker)
-               for t, x, s in zip(titles, texts, spans_list)]
+    encoded = encode_passages_with_markers(tokenizer, titles, texts, spans_list, max_length, max_sentences, marker_id)
     return collate_encoded_passages(encoded, select, tokenizer.pad_token_id)
 
 

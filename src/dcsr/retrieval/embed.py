@@ -163,7 +163,7 @@ def encode_sentence_passages(
     passage then sentence. Sentences cut off by the caps, and passages without sentences,
     give no vector.
     """
-    from dcsr.models.markers import collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker
+    from dcsr.models.markers import collate_encoded_passages, encode_passages_with_markers, ensure_sentence_marker
 
     marker = ensure_sentence_marker(tokenizer)
     # At most min(sentences, max_sentences) vectors per passage (truncation at max_length can
@@ -178,8 +178,8 @@ def encode_sentence_passages(
     # held at once; its vectors keep the order passage then sentence.
     for lo in range(0, len(texts), TOKENIZE_CHUNK):
         hi = min(len(texts), lo + TOKENIZE_CHUNK)
-        encoded = [encode_passage_with_markers(tokenizer, titles[r], texts[r], spans_list[r], max_length,
-                                               max_sentences, marker) for r in range(lo, hi)]
+        encoded = encode_passages_with_markers(tokenizer, titles[lo:hi], texts[lo:hi], spans_list[lo:hi], max_length,
+                                               max_sentences, marker)
         counts = np.asarray([len(e[2]) for e in encoded], dtype=np.int64)
         starts = filled + np.cumsum(counts) - counts  # a chunk is never empty
         total = int(counts.sum())
