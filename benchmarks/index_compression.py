@@ -52,7 +52,7 @@ def _vectors(results: Path, corpus: str, model: str) -> int:
 
 
 def search_rate(results: Path, corpus: str, model: str, dataset: str, search_params: str, k: int,
-                repeats: int = 3) -> float:
+                repeats: int = 3, questions: int = 0) -> float:
     """Test questions per second searched at depth ``k`` in the loaded shard indexes (the
     search alone: no process start, no index read), median of ``repeats``, one thread."""
     import time
@@ -63,6 +63,7 @@ def search_rate(results: Path, corpus: str, model: str, dataset: str, search_par
 
     faiss.omp_set_num_threads(1)
     q = load_npy(results / "queries" / model / f"{dataset}.npy", ndim=2)
+    q = q[:questions] if questions else q
     shards = sorted((results / "index" / corpus / model).glob("shard-*.faiss"))
     loaded = [(read_index(p, use_gpu=False, search_params=search_params),
                load_npy(str(p).replace("/index/", "/embeddings/").replace(".faiss", ".ids.npy"), ndim=1))
@@ -76,7 +77,8 @@ def search_rate(results: Path, corpus: str, model: str, dataset: str, search_par
     return len(q) / sorted(times)[len(times) // 2]
 
 
-def measure(results: Path, corpus: str, model: str, dataset: str, search_params: str, k: int) -> dict:
+def measure(results: Path, corpus: str, model: str, dataset: str, search_params: str, k: int,
+            timed_questions: int = 0) -> dict:
     idx = results / "index" / corpus / model
     n = _vectors(results, corpus, model)
     faiss_bytes = sum(p.stat().st_size for p in idx.glob("shard-*.faiss"))
@@ -86,7 +88,7 @@ def measure(results: Path, corpus: str, model: str, dataset: str, search_params:
             "build_s": sum(r["wall_s"] for r in builds), "build_jobs": len(builds),
             "build_peak_rss_mb": max((r["rss_mb"] for r in builds if r["rss_from"] == "log (getrusage)"), default=0.0),
             "search_params": search_params, "questions": questions,
-            "questions_per_s": search_rate(results, corpus, model, dataset, search_params, k)}
+            "questions_per_s": search_rate(results, corpus, model, dataset, search_params, k, questions=timed_questions)}
 
 
 def main() -> None:
@@ -94,6 +96,7 @@ def main() -> None:
     ap.add_argument("--run", action="append", required=True,
                     help="NAME=results folder[:search params]; the first is the reference (Flat)")
     ap.add_argument("--k", type=int, default=500, help="search depth of the timed search (DCSR: 100 x ~5 sentences)")
+    ap.add_argument("--timed-questions", type=int, default=0, help="time the search on the first N questions (0: all)")
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--dataset", required=True)
@@ -106,7 +109,7 @@ def main() -> None:
     ref_hits = first_hits(str(ref / "metrics" / a.corpus / a.model / a.model / f"{a.dataset}.questions.jsonl"))
     rows = []
     for name, path, params in runs:
-        m = measure(path, a.corpus, a.model, a.dataset, params, a.k)
+        m = measure(path, a.corpus, a.model, a.dataset, params, a.k, a.timed_questions)
         hits = first_hits(str(path / "metrics" / a.corpus / a.model / a.model / f"{a.dataset}.questions.jsonl"))
         run = trec_run(path / "runs" / a.corpus / a.model / a.model / f"{a.dataset}.trec")
         overlap = [len(set(run.get(q, [])[:100]) & set(top[:100])) / len(top[:100]) for q, top in ref_run.items() if top]

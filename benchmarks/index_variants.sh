@@ -4,6 +4,7 @@
 #   benchmarks/index_variants.sh CONFIG SOURCE_RESULTS NAME FACTORY SEARCH_PARAMS CORPUS MODEL TARGET...
 # makes SOURCE_RESULTS-NAME; TARGETs are paths relative to it (the metrics to rebuild). Outputs are
 # written atomically (a new file renamed over the link), so the source is never changed.
+# KEEP_INDEX=1 keeps the source's index (only SEARCH_PARAMS differ: a search-effort sweep).
 set -euo pipefail
 config=$1 src=$2 name=$3 factory=$4 params=$5 corpus=$6 model=$7
 shift 7
@@ -11,8 +12,10 @@ dst="$src-$name"
 rm -rf "$dst"
 cp -al "$src" "$dst"
 # everything downstream of the index of $model on $corpus: it is made again with $factory
-rm -rf "$dst/index/$corpus/$model" "$dst/hits/$corpus/$model" "$dst/benchmarks/index_shard/$corpus/$model" \
-       "$dst/benchmarks/search_shard/$corpus/$model" "$dst/logs/index_shard/$corpus/$model" "$dst/logs/search_shard/$corpus/$model"
+if [ -z "${KEEP_INDEX:-}" ]; then
+  rm -rf "$dst/index/$corpus/$model" "$dst/benchmarks/index_shard/$corpus/$model" "$dst/logs/index_shard/$corpus/$model"
+fi
+rm -rf "$dst/hits/$corpus/$model" "$dst/benchmarks/search_shard/$corpus/$model" "$dst/logs/search_shard/$corpus/$model"
 find "$dst/runs/$corpus" "$dst/metrics/$corpus" "$dst/temperature/$corpus" -path "*/$model/*" -prune -exec rm -rf {} + 2>/dev/null || true
 overlay=$(mktemp --suffix .yaml)
 printf 'results: %s\nindex:\n  factory: "%s"\n  search_params: "%s"\n' "$dst" "$factory" "$params" > "$overlay"
