@@ -9,7 +9,6 @@ Re-searches a finished run's sentence index (every shard, the pipeline's own dep
 A diagnostic, not a test: it prints one row per ranking rule and writes them as JSON.
 """
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path

@@ -361,7 +361,7 @@ class Plan:
             (
                 "search_shard",
                 len(se),
-                f"one shard index (read whole) + the question sets -> top-k hits",
+                "one shard index (read whole) + the question sets -> top-k hits",
                 f"{fmt_bytes(big * faiss_b)} DCSR, {fmt_bytes(pps * faiss_b)} DPR (the index; on a GPU the "
                 "same again in GPU memory)",
                 f"{cfg_mem.get('search_shard')}",
@@ -398,7 +398,7 @@ class Plan:
             (
                 "merge_runs",
                 len(mr),
-                f"hits of every shard + the hit passages from the corpus's store -> run, metrics",
+                "hits of every shard + the hit passages from the corpus's store -> run, metrics",
                 f"{fmt_bytes(mr_hits * 12)} of hits ({w['dataset']} on a DCSR {w['corpus']} index: "
                 f"{self.test_questions(w['dataset']):,} x {depth[w['pmodel']]:.0f} x {pairs[(w['corpus'], w['pmodel'])]} "
                 f"shards x 12 B), about twice that while sorted, + the hit passages' text",
