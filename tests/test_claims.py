@@ -220,3 +220,20 @@ def test_the_ledger_rounds_once_from_the_raw_value(tmp_path):
     write_ledger([row], tmp_path / "c.csv", tmp_path / "c.md")
     assert "| 71.4 / 80.0 | +8.6 [+1.0, +20.0] |" in (tmp_path / "c.md").read_text()
     assert ",71.35,80.0,8.65," in (tmp_path / "c.csv").read_text()
+
+
+def test_a_claim_on_fewer_than_three_seeds_says_why(tmp_path):
+    """The seeds column prints a claim's seeds_note where it rests on fewer than 3 seeds, and
+    says that no reason was given where none is; with 3 seeds the note is not printed."""
+    base = _run(tmp_path / "b.jsonl", [1, 1, None, None])
+    m = [_run(tmp_path / f"m{i}.jsonl", [1, 1, 1, None]) for i in range(3)]
+    claim = {"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+             "seeds_note": "one seed: the budget"}
+    rows = ledger_rows([{**claim, "baseline_runs": [str(base)], "method_runs": [str(m[0])]},
+                        {**claim, "seeds_note": "", "baseline_runs": [str(base)], "method_runs": [str(m[0])]},
+                        {**claim, "baseline_runs": [str(base)], "method_runs": [str(p) for p in m]}])
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    cells = [line.split(" | ")[12] for line in (tmp_path / "l.md").read_text().splitlines() if line.startswith("| c |")]
+    assert cells == ["1: one seed: the budget", "1 (fewer than 3; no seeds_note says why)",
+                     "3 (+25.0 / +25.0 / +25.0; sd 0.0)"]
+    assert [r["seeds_note"] for r in rows] == ["one seed: the budget", "", ""]

@@ -151,9 +151,12 @@ def seed_differences(baseline: np.ndarray, method: np.ndarray) -> list[float]:
             for i in range(n)]
 
 
+#: Seeds a claim should rest on; with fewer, the ledger prints the claim's ``seeds_note`` (why).
+MIN_SEEDS = 3
+
 FIELDS = ["claim", "paper", "test_set", "depth", "metric", "baseline", "method", "questions", "baseline_value",
           "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "p_holm",
-          "seeds", "seed_differences", "seed_sd", "verdict", "detectable", "paper_difference", "questions_needed"]
+          "seeds", "seed_differences", "seed_sd", "seeds_note", "verdict", "detectable", "paper_difference", "questions_needed"]
 #: the ledger CSV's values in points, written to 2 decimals
 ROUNDED = ("baseline_value", "method_value", "difference", "ci_low", "ci_high", "seed_sd", "detectable")
 
@@ -163,7 +166,8 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
     ``metric`` (the paper's k: ``top20``), optionally ``scaled_metric`` (the k scaled to the
     corpus: ``top1``) and ``paper_difference`` (the paper's method - baseline, points),
     ``baseline``/``method`` labels and ``baseline_runs``/``method_runs`` (the per-question
-    results of each training seed's run; ``baseline_run``/``method_run`` for one). The p-values
+    results of each training seed's run; ``baseline_run``/``method_run`` for one), and
+    ``seeds_note``: why it rests on fewer than :data:`MIN_SEEDS` seeds, printed where it does. The p-values
     of all rows are Holm-adjusted together, and the verdicts read the adjusted ones."""
     rows = []
     for c in claims:
@@ -201,6 +205,7 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
         "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
         "p_holm": "", "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
         "seed_sd": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else "",
+        "seeds_note": c.get("seeds_note", "") if len(diffs) < MIN_SEEDS else "",
         "verdict": "", "detectable": "", "paper_difference": float(paper) if paper is not None else "",
         "questions_needed": "",
         "_p": r.p_value, "_discordant": r.discordant,  # unrounded, for Holm and the power figures
@@ -244,9 +249,11 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
 
 
 def _seeds_cell(row: Mapping[str, Any]) -> str:
-    if int(row["seeds"]) == 1:
-        return "1"
-    return f"{row['seeds']} ({row['seed_differences']}; sd {row['seed_sd']:.1f})"
+    seeds = int(row["seeds"])
+    cell = "1" if seeds == 1 else f"{seeds} ({row['seed_differences']}; sd {row['seed_sd']:.1f})"
+    if seeds < MIN_SEEDS:
+        cell += f": {row['seeds_note']}" if row.get("seeds_note") else f" (fewer than {MIN_SEEDS}; no seeds_note says why)"
+    return cell
 
 
 def _power_cell(row: Mapping[str, Any]) -> str:
