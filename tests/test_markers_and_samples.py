@@ -72,6 +72,8 @@ def test_passages_encoded_together_as_one_by_one(tok, max_length, max_sentences)
     assert together == alone
     assert together[0] == encode_passage_with_markers(tok, "Paris", TEXT, SPANS, max_length, max_sentences, 1)
     assert together[2][2] == [] and together[1][0][1] == tok.convert_tokens_to_ids("[unused0]")
+    with pytest.raises(ValueError, match="2 titles, 5 texts and 5 span lists"):
+        encode_passages_with_markers(tok, titles[:2], texts, spans, max_length, max_sentences, 1)
 
 
 def test_truncation_by_max_sentences(tok):

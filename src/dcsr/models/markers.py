@@ -117,6 +117,8 @@ def encode_passages_with_markers(tokenizer, titles: Sequence[str | None], texts:
     """:func:`encode_passage_with_markers` of each passage, with two tokenizer calls in all (the
     titles, then every sentence of every passage) instead of two per passage: a corpus shard's
     passages are tokenized in batches, as the fast tokenizer is made to be."""
+    if not len(titles) == len(texts) == len(spans_list):
+        raise ValueError(f"{len(titles)} titles, {len(texts)} texts and {len(spans_list)} span lists")
     marker = _marker(tokenizer, marker_id)
     if max_length < 4:  # [CLS] <sent> token [SEP]
         raise ValueError(f"max_length must be at least 4, got {max_length}")
@@ -215,8 +217,6 @@ def tokenize_sentence_passages(tokenizer, titles: Sequence[str] | None, texts: S
     """
     texts = list(texts)
     titles = list(titles) if titles is not None else [""] * len(texts)
-    if not len(titles) == len(texts) == len(spans_list):
-        raise ValueError(f"{len(titles)} titles, {len(texts)} texts and {len(spans_list)} span lists")
     encoded = encode_passages_with_markers(tokenizer, titles, texts, spans_list, max_length, max_sentences, marker_id)
     return collate_encoded_passages(encoded, select, tokenizer.pad_token_id)
 
