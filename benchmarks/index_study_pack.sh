@@ -13,9 +13,9 @@ printf 'RESULTS=%q\nCORPUS=%q\nMODEL=%q\nDATASET=%q\nTIMED=%q\n' "$results" "$co
 target=metrics/$corpus/$model/$model/$dataset.questions.jsonl
 while IFS='|' read -r name factory params reuse; do
   [ -n "$name" ] || continue
-  dst=$results-$name rules=index_shard,search_shard,merge_runs
-  [ "$name" = Flat ] && dst=$results rules=embed_shard,index_shard,search_shard,merge_runs
-  [ -n "$reuse" ] && rules=search_shard,merge_runs
+  dst=$results-$name rules=index_shard,search_shard,choose_temperature,merge_runs
+  [ "$name" = Flat ] && dst=$results rules=embed_shard,index_shard,search_shard,choose_temperature,merge_runs
+  [ -n "$reuse" ] && rules=search_shard,choose_temperature,merge_runs
   overlay=$(mktemp --suffix .yaml)
   printf 'results: %s\nindex:\n  factory: "%s"\n  search_params: "%s"\n' "$dst" "$factory" "$params" > "$overlay"
   snakemake -n -p --cores 2 --profile profiles/local --configfile "$config" "$@" "$overlay" -- "$dst/$target" > "$study/dry.txt"

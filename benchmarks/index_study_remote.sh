@@ -28,13 +28,7 @@ while IFS='|' read -r name factory params reuse; do
     if [ "$name" != Flat ]; then
       src=$RESULTS
       [ -n "$reuse" ] && src=$RESULTS-$reuse
-      rm -rf "$dst"
-      cp -al "$src" "$dst"
-      again=(hits runs metrics benchmarks/search_shard benchmarks/merge_runs logs/search_shard logs/merge_runs)
-      [ -z "$reuse" ] && again+=(index benchmarks/index_shard logs/index_shard)
-      for d in "${again[@]}"; do
-        find "$dst/$d" -path "*/$MODEL" -prune -exec rm -rf {} + 2>/dev/null || true
-      done
+      KEEP_INDEX=$reuse benchmarks/variant_copy.sh "$src" "$dst" "$CORPUS" "$MODEL"
     fi
     echo "== $name: $factory $params"
     python benchmarks/replay_jobs.py run "$study/jobs/$name.json" --parallel 2

@@ -2,21 +2,15 @@
 # Rebuild one results folder's index for one passage encoder with another FAISS factory, over a
 # hard-linked copy (benchmarks/index-compression.md), then search, merge and score it again:
 #   benchmarks/index_variants.sh CONFIG SOURCE_RESULTS NAME FACTORY SEARCH_PARAMS CORPUS MODEL TARGET...
-# makes SOURCE_RESULTS-NAME; TARGETs are paths relative to it (the metrics to rebuild). Outputs are
-# written atomically (a new file renamed over the link), so the source is never changed.
-# KEEP_INDEX=1 keeps the source's index (only SEARCH_PARAMS differ: a search-effort sweep).
+# makes SOURCE_RESULTS-NAME (benchmarks/variant_copy.sh); TARGETs are paths relative to it (the
+# metrics to rebuild). KEEP_INDEX=1 keeps the source's index (only SEARCH_PARAMS differ: a
+# search-effort sweep).
 set -euo pipefail
 config=$1 src=$2 name=$3 factory=$4 params=$5 corpus=$6 model=$7
 shift 7
 dst="$src-$name"
-rm -rf "$dst"
-cp -al "$src" "$dst"
 # everything downstream of the index of $model on $corpus: it is made again with $factory
-if [ -z "${KEEP_INDEX:-}" ]; then
-  rm -rf "$dst/index/$corpus/$model" "$dst/benchmarks/index_shard/$corpus/$model" "$dst/logs/index_shard/$corpus/$model"
-fi
-rm -rf "$dst/hits/$corpus/$model" "$dst/benchmarks/search_shard/$corpus/$model" "$dst/logs/search_shard/$corpus/$model"
-find "$dst/runs/$corpus" "$dst/metrics/$corpus" "$dst/temperature/$corpus" -path "*/$model/*" -prune -exec rm -rf {} + 2>/dev/null || true
+"$(dirname "$0")/variant_copy.sh" "$src" "$dst" "$corpus" "$model"
 overlay=$(mktemp --suffix .yaml)
 printf 'results: %s\nindex:\n  factory: "%s"\n  search_params: "%s"\n' "$dst" "$factory" "$params" > "$overlay"
 snakemake --cores 2 --profile profiles/local --rerun-triggers mtime --configfile "$config" "$overlay" \
