@@ -32,7 +32,7 @@ demo: $(STAMP)
 	@echo; PYTHONPATH=$(CURDIR)/src $(BIN)/python workflow/scripts/check_pins.py --run demo --by-precision --table results/tables/dpr_dcsr.csv
 
 test: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -ra
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -ra --durations=15
 
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -m "not slow"
