@@ -92,7 +92,9 @@ def fmt_bytes(b: float) -> str:
 
 
 def fmt_hours(seconds: float | None, formula: str) -> str:
-    return f"not measured ({formula})" if seconds is None else f"{seconds / 3600:,.1f} h"
+    if seconds is None:
+        return f"not measured ({formula})"
+    return f"{seconds / 60:,.1f} min" if seconds < 3600 else f"{seconds / 3600:,.1f} h"
 
 
 class Plan:
@@ -478,10 +480,17 @@ class Plan:
         batch = int(cfg["train"]["batch_size"]) * gpus
         epochs = int(cfg["train"]["epochs"])
         steps = {"dpr": 0, "dcsr": 0}
+        largest = (0, "", "dpr")  # steps, model, method of the longest single training
         for j in tr:
             m = j["wildcards"]["model"]
-            steps["dcsr" if self.is_dcsr(m) else "dpr"] += epochs * math.ceil(self.train_questions(m) / batch)
+            kind = "dcsr" if self.is_dcsr(m) else "dpr"
+            n = epochs * math.ceil(self.train_questions(m) / batch)
+            steps[kind] += n
+            largest = max(largest, (n, m, kind))
         g = {k: self.gpu.get(f"train_steps_per_s_{k}") for k in steps}
+        rate = g[largest[2]]
+        largest_time = (f"{largest[1]}: {largest[0]:,} steps, "
+                        + (f"{largest[0] / rate / 3600:,.1f} h on {gpus} GPUs" if rate else "time not measured"))
         train_h = [
             fmt_hours(
                 steps[k] / g[k] * gpus if g[k] else None,
@@ -496,7 +505,7 @@ class Plan:
                 f"training set -> model ({fmt_bytes(ckpt)}), checkpoint ({fmt_bytes(3 * ckpt)})",
                 "not measured at this scale (holds the training set)",
                 f"{cfg_mem.get('train_biencoder')}",
-                f"{epochs} epochs x ceil(questions / {batch})",
+                f"{epochs} epochs x ceil(questions / {batch}); largest {largest_time}",
                 f"{steps['dpr']:,} DPR + {steps['dcsr']:,} DCSR steps of {batch}; GPU-h DPR {train_h[0]}, DCSR {train_h[1]}",
             )
         )
@@ -564,9 +573,11 @@ class Plan:
             f"- training: **{steps['dpr']:,}** DPR and **{steps['dcsr']:,}** DCSR steps of {batch} questions "
             f"on {gpus} GPUs; GPU-h: DPR {train_h[0]}, DCSR {train_h[1]}"
         )
+        gs = self.gpu.get("search_vector_queries_per_s")
         self.out(
             f"- exact search: **{vq:.3g}** vector-queries (test sets) + **{mi_vq:.3g}** (mining); "
-            f"on this CPU {vq / vq_rate / 3600:,.0f} + {mi_vq / vq_rate / 3600:,.0f} h; GPU not measured"
+            f"on this CPU {vq / vq_rate / 3600:,.0f} + {mi_vq / vq_rate / 3600:,.0f} h; GPU "
+            + fmt_hours((vq + mi_vq) / gs if gs else None, "vector-queries / --gpu-search-vector-queries-per-s")
         )
         self.out(
             f"- CPU-hours of reading the corpus: embed_shard's store reads {stream_total / 3600:,.1f}, passage_store "
@@ -593,6 +604,7 @@ def main() -> None:
         type=float,
         help="DCSR vectors per passage of the real corpus (split_sentences' stats.json); default: measured",
     )
+    ap.add_argument("--gpu-measured-on", help="where the given GPU rates were measured (the machine and date)")
     ap.add_argument("--doc", help="markdown file whose generated part is replaced")
     ap.add_argument("--json", help="write the totals here")
     args = ap.parse_args()
@@ -620,7 +632,8 @@ def main() -> None:
         f"Generated from `{Path(args.config).relative_to(ROOT) if Path(args.config).is_absolute() else args.config}`, "
         f"the throughputs of {tp['date']} ({tp['machine']}; load {tp['load_before']} -> {tp['load_after']}), "
         f"the passage store's of {store['started']} (load {store['load_average']}) "
-        f"and given inputs: {json.dumps(given) if given else 'none (every GPU rate not measured)'}."
+        f"and given inputs: {json.dumps(given) if given else 'none (every GPU rate not measured)'}"
+        + (f", measured on {args.gpu_measured_on}" if args.gpu_measured_on else "") + "."
     )
     generated = f"{BEGIN}\n{head}\n\n{body}\n{END}"
     print(generated)
