@@ -1,0 +1,288 @@
+"""What a validated config says, looked up: the config completed (:func:`expand_config`: defaults,
+the sweep's models, seed replicas, dev variants), its datasets, corpora and files, what each
+model trains on and with which settings, and each job's launcher, threads and resources. The
+base of :class:`dcsr.pipeline.plan.Plan` (through :class:`dcsr.pipeline.targets.Targets`)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dcsr.attribution.analysis import percent_label
+from dcsr.errors import InputError
+from dcsr.pipeline.config import (check_config, corpus_shards, dataset_questions, dev_variants, json_arg, seed_replicas,
+                                  sweep_models, train_datasets, variant_root, variant_settings)
+from dcsr.pipeline.checks import check_claim_seeds, check_local_sources, check_marker_lengths, check_search_params
+from dcsr.pipeline.code_version import code_version
+from dcsr.pipeline.paths import bench_path, log_path, patterns
+from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
+from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, LAUNCH, TRAIN, check_sections, filled
+
+
+def expand_config(config: dict) -> dict:
+    """Check ``config`` (already validated against config/schema.yaml) and complete it in place:
+    the settings sections' defaults, the sweep's models, the seed replicas of models with
+    ``seeds: n``, the ``<dataset>.dev`` variants of ``dcsr.temperature: dev``, and each variant's
+    inherited settings. An :class:`InputError` names the config key."""
+    # the settings sections and every model's train: (types, ranges, unknown keys), defaults filled
+    check_sections(config)
+    check_config(config)
+    check_claim_seeds(config)
+    # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
+    config["models"].update(sweep_models(config))
+    # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)
+    config["models"].update(seed_replicas(config))
+    # what is chosen on dev questions (DCSR's temperature, a hybrid's weight) searches each dataset's
+    # dev questions too (<dataset>.dev variants)
+    config["datasets"].update(dev_variants(config))
+    # a variant (datasets.<name>.like) has its dataset's match and paper_name unless it sets them
+    for name, inherited in variant_settings(config).items():
+        config["datasets"][name] = {**inherited, **config["datasets"][name]}
+    return config
+
+
+class ConfigView:
+    """One config, completed by :func:`expand_config` and checked, and the lookups into it.
+
+    ``basedir`` is the repository (Snakemake's ``workflow.basedir``): a relative SQuAD source
+    that is not in the working directory is looked up there."""
+
+    def __init__(self, config: dict, basedir: str | Path = "."):
+        self.config = expand_config(config)
+        self.basedir = Path(basedir)
+        check_local_sources(self.config, self.basedir)
+        for model in self.config["models"]:
+            if self.is_dcsr(model):
+                check_marker_lengths(model, self.train_settings(model))
+        check_search_params(self.config["index"]["search_params"], self.config["index"]["factory"])  # and the factory
+        self.results = config["results"]
+        self.downloads = download_settings(config.get("downloads", {}))
+        self.paths = patterns(self.results, self.downloads["dir"])
+
+    def code_version(self, script: str) -> str:
+        """The digest of ``workflow/scripts/<script>`` and the dcsr modules it imports: a rule's
+        ``code`` param, so an edit to either reruns its jobs (dcsr.pipeline.code_version)."""
+        return code_version(str(self.basedir / "workflow" / "scripts" / script), str(self.basedir / "src"))
+
+    def log(self, rule_name: str, name: str) -> str:
+        return log_path(self.results, rule_name, name)
+
+    def bench(self, rule_name: str, name: str) -> str:
+        return bench_path(self.results, rule_name, name)
+
+    # ------------------------------------------------------------------ DPR's files as published
+    def download_files(self) -> list[str]:
+        """DPR's files that a config with ``downloads:`` may fetch (rules/download.smk)."""
+        return resource_files() if "downloads" in self.config else []
+
+    def download_url(self, wc) -> str:
+        """The URL of ``wc.file`` under the config's download settings."""
+        return resource_url(resource_of_file(wc.file), self.downloads)
+
+    # ------------------------------------------------------------------ config lookups
+    def dataset_cfg(self, dataset):
+        return self.config["datasets"][dataset]
+
+    def corpus_of(self, dataset):
+        return self.dataset_cfg(dataset)["corpus"]
+
+    def corpus_tsv(self, corpus):
+        c = self.config["corpora"][corpus]
+        return c["path"] if "path" in c else self.paths.CORPUS_TSV.format(corpus=corpus)
+
+    def generated_datasets(self, corpus):
+        return [d for d, ds in self.config["datasets"].items() if ds["corpus"] == corpus and "generated" in ds]
+
+    def subset_corpora(self):
+        return [c for c, cc in self.config["corpora"].items() if "subset" in cc]
+
+    def subset_args(self, corpus) -> list[str]:
+        sub = self.config["corpora"][corpus]["subset"]
+        if "first" in sub:
+            return ["--first", str(int(sub["first"]))]
+        return ["--fraction", repr(float(sub["fraction"])), "--seed", str(int(sub.get("seed", self.config["seed"])))]
+
+    def source_datasets(self):
+        """The datasets with question files of their own: variants (``like``) are left out of the
+        statistics of training sets, which would otherwise count the same questions twice."""
+        return [d for d, ds in self.config["datasets"].items() if "like" not in ds]
+
+    def dev_question_datasets(self):
+        """The datasets whose dev questions some variant searches as its test set."""
+        return sorted({variant_root(self.config, d) for d in self.config["datasets"] if dataset_questions(self.config, d) == "dev"})
+
+    def dataset_file(self, dataset, split):
+        """The DPR file of a dataset split: train/dev biencoder JSON or the test qas TSV. A variant
+        (``like``) has the files of its dataset, its test set that dataset's dev questions with
+        ``questions: dev``."""
+        ds = self.dataset_cfg(dataset)
+        if "like" in ds:
+            root = variant_root(self.config, dataset)
+            if split == "test" and dataset_questions(self.config, dataset) == "dev":
+                return self.paths.DEV_QUESTIONS.format(corpus=self.corpus_of(root), dataset=root)
+            return self.dataset_file(root, split)
+        if "files" in ds:
+            return ds["files"][split]
+        pattern = {"train": self.paths.GENERATED_TRAIN, "dev": self.paths.GENERATED_DEV, "test": self.paths.GENERATED_TEST}[split]
+        return pattern.format(corpus=ds["corpus"], dataset=dataset)
+
+    def training_file(self, dataset):
+        """Training set as the trainer reads it: with BM25 hard negatives mined, if configured."""
+        if self.config["bm25"]["mine_negatives"]:
+            return self.paths.MINED_TRAIN.format(dataset=dataset)
+        return self.dataset_file(dataset, "train")
+
+    def trained_models(self):
+        return [m for m, mc in self.config["models"].items() if "train_on" in mc]
+
+    def trains_on_several(self, model):
+        return len(train_datasets(self.config["models"][model])) > 1
+
+    def training_label(self, model):
+        """What a model is trained on, in file names: the dataset, or the datasets joined by '+'."""
+        return "+".join(train_datasets(self.config["models"][model]))
+
+    def train_fraction(self, model):
+        return self.config["models"][model].get("train_fraction", 1.0)
+
+    def model_training_file(self, model):
+        """What a model trains on: its dataset's training set, a nested sample of it, or the
+        concatenation of several datasets' training sets."""
+        if self.trains_on_several(model):
+            return self.paths.MERGED_TRAIN.format(model=model)
+        ds = train_datasets(self.config["models"][model])[0]
+        if self.train_fraction(model) < 1.0:
+            return self.paths.SAMPLED_TRAIN.format(dataset=ds, percent=percent_label(self.train_fraction(model)))
+        if "negatives_from" in self.config["models"][model]:  # a second round: a checkpoint's own hard negatives
+            return self.paths.DENSE_NEGATIVES.format(model=self.config["models"][model]["negatives_from"], dataset=ds)
+        return self.training_file(ds)
+
+    def models_trained_on(self, label):
+        """The models trained on all of ``label`` (a dataset, or datasets joined by '+': see
+        ``training_label``); the sweep's fractions are left out."""
+        return [m for m in self.trained_models() if self.training_label(m) == label and self.train_fraction(m) == 1.0]
+
+    def squad_corpora(self):
+        return [c for c, cc in self.config["corpora"].items() if "squad" in cc]
+
+    def squad_article_datasets(self):
+        """SQuAD datasets of a group of articles (squad: {articles: START:STOP})."""
+        return [d for d, ds in self.config["datasets"].items() if isinstance(ds.get("squad"), dict)]
+
+    def squad_args(self, corpus):
+        """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's defaults)."""
+        sq = self.config["corpora"][corpus]["squad"]
+        source = sq["source"]
+        # a relative path is taken from the working directory, else from the repository (the
+        # vendored resources/squad/ file, when Snakemake runs with --directory elsewhere)
+        if "://" not in source and not Path(source).is_absolute() and not Path(source).exists():
+            if (self.basedir / source).exists():
+                source = str(self.basedir / source)
+        args = ["--source", source, "--seed", self.config["seed"]]
+        if sq.get("sha256"):
+            args += ["--sha256", sq["sha256"]]
+        if "passage_words" in sq:
+            args += ["--passage-words", sq["passage_words"]]
+        for split, size in sq.get("split", {}).items():
+            args += [f"--{split}", size]
+        return [str(a) for a in args]
+
+    def untrained_models(self):
+        return [m for m, mc in self.config["models"].items() if "train_on" not in mc]
+
+    def one_of(self, names):
+        """A wildcard regex matching exactly one of ``names`` (never matches when empty)."""
+        return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+    def model_method(self, model):
+        """dpr (one vector per passage) or dcsr (one vector per sentence)."""
+        return self.config["models"][model]["method"]
+
+    def is_dcsr(self, model):
+        return model in self.config["models"] and self.model_method(model) == "dcsr"
+
+    # DCSR's settings (config section `dcsr`) that the trainer and the embedder read from a model
+    def train_settings(self, model):
+        """The settings a model's training gets: the top-level train:, a DCSR model's dcsr: sample
+        building, the model's own train:, without the launch keys (dcsr.settings)."""
+        settings = dict(self.config["train"])
+        if self.is_dcsr(model):
+            settings.update({k: v for k, v in self.config["dcsr"].items() if k in DCSR_TRAIN})
+            if "train_on" in self.config["models"][model]:
+                # a list of datasets shares one match type (dcsr.pipeline.config checks it)
+                settings["match_type"] = self.match_type(train_datasets(self.config["models"][model])[0])
+        settings.update(self.config["models"][model].get("train", {}))
+        for launch_key in LAUNCH:
+            settings.pop(launch_key, None)
+        spec = {**TRAIN, **DCSR_TRAIN, **DCSR_INTERNAL} if self.is_dcsr(model) else TRAIN
+        return filled(spec, settings, f"config: models.{model}.train")
+
+    def train_settings_arg(self, model) -> str:
+        """The training settings as the scripts' ``--settings`` JSON: every default filled in and
+        the keys sorted, so that a config whose keys come in another order, or that writes out a
+        default, plans the same jobs (Snakemake reruns a job whose params change)."""
+        return json_arg(self.train_settings(model), sort_keys=True)
+
+    def _launch(self, model, key):
+        return int({**self.config["train"], **self.config["models"][model].get("train", {})}.get(key, LAUNCH[key].default))
+
+    def model_gpus(self, model):
+        """GPUs per node of a model's training job."""
+        return self._launch(model, "gpus")
+
+    def model_nodes(self, model):
+        nodes = self._launch(model, "nodes")
+        if nodes > 1 and self.model_gpus(model) < 1:
+            raise InputError("config: train.nodes", f"model {model} trains over {nodes} nodes, which needs train.gpus >= 1 (GPUs per node)")
+        return nodes
+
+    def threads_for(self, rule_name, default):
+        """A rule's threads: ``resources.<rule>.threads`` of the self.config, else ``default``."""
+        return int(self.resources_for(rule_name, "threads", default))
+
+    def train_threads(self, model):
+        """CPU cores of a training job: on GPUs ``cpus_per_gpu`` per GPU (data loading), at least
+        2; on a CPU ``resources.train_biencoder.threads`` (default 2)."""
+        if self.model_gpus(model) > 0:
+            return max(2, self.model_gpus(model) * self._launch(model, "cpus_per_gpu"))
+        return self.threads_for("train_biencoder", 2)
+
+    def train_launcher(self, model):
+        """How the training script is started: one process; ``torchrun --standalone`` over the
+        GPUs of one node; or, with ``train.nodes`` > 1 under Slurm, one torchrun per node started
+        by ``srun``, meeting at a c10d rendezvous on the job's first node."""
+        gpus, nodes = self.model_gpus(model), self.model_nodes(model)
+        if nodes > 1:
+            return (
+                f"srun --nodes {nodes} --ntasks-per-node 1 --kill-on-bad-exit=1 torchrun"
+                f" --nnodes {nodes} --nproc_per_node {max(gpus, 1)}"
+                " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d"
+                " --rdzv_endpoint $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1):29500"
+            )
+        if gpus > 1:
+            return f"torchrun --standalone --nproc_per_node {gpus}"
+        return "python"
+
+    def train_gpu_resources(self, model):
+        """Slurm GPU request: ``gpu`` (the plugin's ``--gpus``, per job) on one node; per node
+        (``gres``, ``--gres=gpu:N``) when the job spans nodes."""
+        gpus, nodes = self.model_gpus(model), self.model_nodes(model)
+        if nodes > 1:
+            return {"gpu": 0, "gres": f"gpu:{gpus}" if gpus else "", "nodes": nodes}
+        return {"gpu": gpus, "gres": "", "nodes": 1}
+
+    def resources_for(self, rule_name, key, default=None):
+        res = {**self.config.get("resources", {}).get("default", {}), **self.config.get("resources", {}).get(rule_name, {})}
+        return res.get(key, default)
+
+    def shards(self, corpus):
+        """Shard numbers of a corpus's embeddings, indexes and searches."""
+        return range(corpus_shards(self.config, corpus))
+
+    def match_type(self, dataset):
+        return self.dataset_cfg(dataset).get("match", "string")
+
+    def store_inputs(self, wc):
+        """The corpus's passage store: a run's passages are read from it to score the run, and an
+        embedding shard's rows to embed them."""
+        return {f"store_{k}": v.format(corpus=wc.corpus) for k, v in self.paths.STORE.items()}
