@@ -5,10 +5,10 @@ import json
 import pytest
 
 from dcsr.attribution.analysis import fraction_of, percent_label, sweep_model_name
-from dcsr.attribution.report import (AttributionSpec, best_fraction, comparison_rows, marginal_rows, read_pair_matrix,
-                                     sweep_rows, tandem_rows, write_best_fraction_table, write_coverage,
-                                     write_family_comparison, write_marginalization, write_pair_matrix, write_sweep,
-                                     write_tandem_table)
+from dcsr.attribution.inputs import AttributionSpec, read_pair_matrix, write_pair_matrix
+from dcsr.attribution.report import (best_fraction, comparison_rows, marginal_rows, sweep_rows, tandem_rows,
+                                     write_best_fraction_table, write_coverage, write_family_comparison,
+                                     write_marginalization, write_sweep, write_tandem_table)
 from dcsr.pipeline.config import check_config, sweep_models
 from dcsr.errors import InputError
 

@@ -9,8 +9,9 @@
 import argparse
 import json
 
-from dcsr.attribution.report import (AttributionSpec, read_pair_matrix, write_best_fraction_table,
-                                     write_family_comparison, write_marginalization, write_sweep, write_tandem_table)
+from dcsr.attribution.inputs import AttributionSpec, read_pair_matrix
+from dcsr.attribution.report import (write_best_fraction_table, write_family_comparison, write_marginalization, write_sweep,
+                                     write_tandem_table)
 from dcsr.cli import script
 from dcsr.errors import InputError
 

@@ -2,7 +2,7 @@
 import argparse
 import logging
 
-from dcsr.attribution.report import write_pair_matrix
+from dcsr.attribution.inputs import write_pair_matrix
 from dcsr.cli import script
 
 
