@@ -42,8 +42,8 @@ if [ "$part" = rates ] || [ "$part" = study ]; then
   fi
 fi
 if [ "$part" = index ] || [ "$part" = study ]; then
-  bash benchmarks/index_study_remote.sh "$study" "$out" core; echo "core rc=$? at $(( $(date +%s) - t0 )) s"
-  tar -czf "$out/logs.tgz" "$RESULTS"*/logs "$RESULTS"*/benchmarks
-  bash benchmarks/index_study_remote.sh "$study" "$out" sweep; echo "sweep rc=$? at $(( $(date +%s) - t0 )) s"
-  tar -czf "$out/logs.tgz" "$RESULTS"*/logs "$RESULTS"*/benchmarks
+  # the jobs' logs after each part, so that a call stopped at its limit in the sweep still brings the core's back
+  logs() { tar -czf "$out/logs.tgz" "$RESULTS"*/logs "$RESULTS"*/benchmarks; }
+  bash benchmarks/index_study_remote.sh "$study" "$out" core; echo "core rc=$? at $(( $(date +%s) - t0 )) s"; logs
+  bash benchmarks/index_study_remote.sh "$study" "$out" sweep; echo "sweep rc=$? at $(( $(date +%s) - t0 )) s"; logs
 fi

@@ -490,7 +490,8 @@ class Plan:
         g = {k: self.gpu.get(f"train_steps_per_s_{k}") for k in steps}
         rate = g[largest[2]]
         largest_time = (f"{largest[1]}: {largest[0]:,} steps, "
-                        + (f"{largest[0] / rate / 3600:,.1f} h on {gpus} GPUs" if rate else "time not measured"))
+                        + fmt_hours(largest[0] / rate if rate else None, f"steps / --gpu-train-steps-per-s-{largest[2]}")
+                        + f" on {gpus} GPUs")
         train_h = [
             fmt_hours(
                 steps[k] / g[k] * gpus if g[k] else None,

@@ -271,6 +271,7 @@ class Targets(ConfigView):
             out += [f"{self.paths.FAMILY_COMPARISON}.csv", f"{self.paths.FAMILY_COMPARISON}.md"]
         return out
 
+    # ------------------------------------------------------------------ every dense run
     @functools.cache
     def dense_runs(self):
         """(corpus, qmodel, pmodel, dataset) of every dense run the config asks for: the tables'
