@@ -15,7 +15,7 @@ from dcsr.errors import InputError
 from dcsr.data.formats import read_biencoder
 from dcsr.models.biencoder import build_biencoder, load_biencoder
 from dcsr.settings import Settings
-from dcsr.training.distributed import DistContext, gather_rows, nll_loss, setup_distributed
+from dcsr.training.distributed import DistContext, _amp_dtype, gather_rows, nll_loss, setup_distributed
 from dcsr.training.loop import Trainer, train
 from dcsr.training.samples import SampleBuilder, build_samples, load_settings, sample_rng, validate_settings
 from dcsr.training.validation import evaluate
@@ -183,9 +183,11 @@ def test_training_learns(tmp_path, tiny_bert, data):
     meta = json.loads((out / "dcsr.json").read_text())
     assert meta["step"] == 64 and meta["pooling"] == "mean" and meta["method"] == "dpr"
     assert meta["base_checkpoint"] == str(tiny_bert)
-    # The saved model is the trained one: its dev metrics are those of the last validation.
+    # The saved model is the trained one: its dev metrics are those of the last validation, run
+    # at the precision training validated in (`amp: auto` is bf16 on a CPU with AMX or AVX-512
+    # BF16, where an fp32 evaluation differs by bf16's rounding, ~1e-5 here).
     tok2, model2, _ = load_biencoder(out)
-    again = evaluate(model2, tok2, read_biencoder(dev_json), s)
+    again = evaluate(model2, tok2, read_biencoder(dev_json), s, amp_dtype=_amp_dtype(s["amp"], torch.device("cpu"))[0])
     assert again["average_rank"] == pytest.approx(after["average_rank"])
     assert again["nll_loss"] == pytest.approx(after["nll_loss"], abs=1e-5)
 
