@@ -9,11 +9,16 @@ cosine of its vectors to our fp32 ones (lowest and median).
 
 Variants (``--variants``, default ``dcsr dcsr-onnx-int8 st``):
 - ``dcsr``: the pipeline's torch fp32 path (``dcsr.retrieval.embed.encode_texts``, length-sorted
-  batches); ``dcsr-onnx-int8``: the pipeline's ``embed.backend: onnx-int8``;
-- ``st``: sentence-transformers ``encode``, fp32 torch;
+  batches); ``dcsr-bf16``: the same under bf16 autocast (``embed.precision: bf16``, what ``auto``
+  computes in on a CPU with AMX or AVX-512 BF16); ``dcsr-onnx-int8``: the pipeline's
+  ``embed.backend: onnx-int8``;
+- ``st``: sentence-transformers ``encode``, fp32 torch; ``st-bf16``: the same with the model's
+  weights in bf16 (``model_kwargs={"torch_dtype": torch.bfloat16}``, sentence-transformers' own
+  way to run bf16);
 - ``openvino-fp32``: the passage encoder converted with ``openvino.convert_model`` and run by
   OpenVINO's CPU plugin at f32 (what sentence-transformers' ``backend="openvino"`` runs, through
-  optimum-intel); ``openvino-int8``: the same after NNCF's post-training static quantization
+  optimum-intel); ``openvino-bf16``: the same with ``INFERENCE_PRECISION_HINT: bf16`` (OpenVINO's
+  default on a CPU with AMX); ``openvino-int8``: the same after NNCF's post-training static quantization
   (``model_type=TRANSFORMER``, calibrated on ``--calibration`` passages taken after the timed
   ones; what sentence-transformers' ``export_static_quantized_openvino_model`` does);
 - ``torch-int8``: torch's dynamic quantization of every ``nn.Linear`` (``qint8``, fbgemm).
@@ -37,7 +42,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-VARIANTS = ("dcsr", "dcsr-onnx-int8", "st", "openvino-fp32", "openvino-int8", "torch-int8")
+VARIANTS = ("dcsr", "dcsr-bf16", "dcsr-onnx-int8", "st", "st-bf16", "openvino-fp32", "openvino-bf16", "openvino-int8",
+            "torch-int8")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -69,9 +75,10 @@ class _OpenVINOEncoder(torch.nn.Module):
         return SimpleNamespace(last_hidden_state=torch.from_numpy(np.array(out[self.compiled.output(0)])))
 
 
-def openvino_encoder(model, threads: int, calibration: dict | None = None):
-    """``model`` converted to OpenVINO and compiled for the CPU at f32 with ``threads`` threads;
-    with ``calibration`` (unpadded token lists), quantized to int8 by NNCF first."""
+def openvino_encoder(model, threads: int, calibration: dict | None = None, precision: str = "f32"):
+    """``model`` converted to OpenVINO and compiled for the CPU at ``precision`` (f32, bf16) with
+    ``threads`` threads; with ``calibration`` (unpadded token lists), quantized to int8 by NNCF
+    first."""
     import openvino as ov
 
     example = (torch.tensor([[101, 2023, 102] * 10]), torch.ones(1, 30, dtype=torch.long),
@@ -84,7 +91,7 @@ def openvino_encoder(model, threads: int, calibration: dict | None = None):
         items = [{k: np.array([calibration[k][i]]) for k in INPUTS} for i in range(len(calibration["input_ids"]))]
         converted = nncf.quantize(converted, nncf.Dataset(items), subset_size=len(items),
                                   model_type=nncf.ModelType.TRANSFORMER)
-    compiled = ov.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads,
+    compiled = ov.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads,
                                                           "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
     return _OpenVINOEncoder(compiled, model.config)
 
@@ -118,12 +125,13 @@ def main():
     titles, texts = [p.title for p in passages], [p.text for p in passages]
     dev = torch.device("cpu")
 
-    def ours(swap=None, batch_size=a.batch_size):
+    def ours(swap=None, batch_size=a.batch_size, precision="fp32"):
         tok, model = build_biencoder(ckpt, pooling="mean")
         model.eval()
         if swap is not None:
             model.passage_model = swap(model.passage_model, tok)
-        return lambda: encode_texts(model, tok, texts, titles, "passage", a.max_length, batch_size, dev, progress=False)
+        return lambda: encode_texts(model, tok, texts, titles, "passage", a.max_length, batch_size, dev,
+                                    precision=precision, progress=False)
 
     def calibrated(tok):
         if not held_out:
@@ -135,20 +143,25 @@ def main():
     for name in variants:
         if name == "dcsr":
             runs[name] = ours()
+        elif name == "dcsr-bf16":
+            runs[name] = ours(precision="bf16")
         elif name == "dcsr-onnx-int8":
             from dcsr.models.onnx_int8 import int8_encoder
 
             runs[name] = ours(lambda m, tok: int8_encoder(m, threads=a.threads), batch_size=1)
         elif name == "openvino-fp32":
             runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads))
+        elif name == "openvino-bf16":
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads, precision="bf16"))
         elif name == "openvino-int8":
             runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads, calibrated(tok)))
         elif name == "torch-int8":
             runs[name] = ours(lambda m, tok: torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8))
-        elif name == "st":
+        elif name in ("st", "st-bf16"):
             from sentence_transformers import SentenceTransformer
 
-            st = SentenceTransformer(ckpt, device="cpu")
+            st = SentenceTransformer(ckpt, device="cpu",
+                                     model_kwargs={"torch_dtype": torch.bfloat16} if name == "st-bf16" else None)
             st.max_seq_length = a.max_length
             joined = [f"{p.title} [SEP] {p.text}" for p in passages]  # the same tokens as a (title, text) pair
             runs[name] = lambda st=st, joined=joined: st.encode(joined, batch_size=a.batch_size, show_progress_bar=False,
