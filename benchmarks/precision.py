@@ -7,6 +7,9 @@ between a passage's bf16 vector and its fp32 twin.
 
     python benchmarks/precision.py --corpus results/data/squad/psgs_w100.tsv --passages 500 \
         --repeats 3 --out benchmarks/out/precision.json
+
+``--profile N`` adds a ``torch.profiler`` table of one training step in each precision (its N
+most expensive operators).
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ def main():
     ap.add_argument("--train-batch", type=int, default=16, help="questions per training step (2 passages each)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the timed runs, profile one training step in each precision (torch.profiler) and "
+                         "print its N most expensive operators by self CPU time")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -79,6 +85,13 @@ def main():
             step(precision)
             times[f"train step {precision}"].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
+    for precision in ("fp32", "bf16") if a.profile else ():
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step(precision)
+        print(f"# one training step in {precision}: the {a.profile} operators of most self CPU time")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.profile))
     emit({
         "date": date.today().isoformat(),
         "machine": machine(),
