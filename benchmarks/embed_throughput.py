@@ -17,8 +17,9 @@ Variants (``--variants``, default ``dcsr dcsr-onnx-int8 st``):
   way to run bf16);
 - ``openvino-fp32``: the passage encoder converted with ``openvino.convert_model`` and run by
   OpenVINO's CPU plugin at f32 (what sentence-transformers' ``backend="openvino"`` runs, through
-  optimum-intel); ``openvino-bf16``: the same with ``INFERENCE_PRECISION_HINT: bf16`` (OpenVINO's
-  default on a CPU with AMX); ``openvino-int8``: the same after NNCF's post-training static quantization
+  optimum-intel); ``openvino-bf16``: the same with ``INFERENCE_PRECISION_HINT: bf16`` (what OpenVINO
+  picks by itself on a CPU with bf16 instructions: the hint's default read bf16 on a Zen 4);
+  ``openvino-int8``: the same after NNCF's post-training static quantization
   (``model_type=TRANSFORMER``, calibrated on ``--calibration`` passages taken after the timed
   ones; what sentence-transformers' ``export_static_quantized_openvino_model`` does);
 - ``torch-int8``: torch's dynamic quantization of every ``nn.Linear`` (``qint8``, fbgemm).
