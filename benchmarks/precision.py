@@ -85,13 +85,14 @@ def main():
             step(precision)
             times[f"train step {precision}"].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
-    for precision in ("fp32", "bf16") if a.profile else ():
+    if a.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            step(precision)
-        print(f"# one training step in {precision}: the {a.profile} operators of most self CPU time")
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.profile))
+        for precision in ("fp32", "bf16"):
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                step(precision)
+            print(f"# one training step in {precision}: the {a.profile} operators of most self CPU time")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.profile))
     emit({
         "date": date.today().isoformat(),
         "machine": machine(),
