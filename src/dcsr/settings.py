@@ -65,7 +65,7 @@ def _s(types, default, help, **kw) -> Setting:
 POOLINGS = ("auto", "cls", "mean")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AMP = ("auto", "bf16", "fp16", "off")
-EMBED_BACKENDS = ("torch", "onnx-int8")  # dcsr.retrieval.embed, dcsr.models.onnx_int8
+EMBED_BACKENDS = ("torch", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 
@@ -176,9 +176,10 @@ SECTIONS: dict[str, dict[str, Setting]] = {
         "precision": _s(str, "auto", "compute precision of the encoders: auto (bf16 on a CUDA GPU that has it, else fp16; "
                                      "bf16 on a CPU with AMX or AVX-512 BF16; else fp32), fp32, bf16, fp16 (CUDA only)",
                         choices=PRECISIONS),
-        "backend": _s(str, "torch", "runtime of the passage encoder in corpus embedding: torch, or onnx-int8 (ONNX "
-                                    "Runtime, int8 weights, one passage per call; CPU only; it changes the vectors: "
-                                    "benchmarks/embedding-backends.md gives its speed and its top-k cost)",
+        "backend": _s(str, "torch", "runtime of the passage encoder in corpus embedding: torch; onnx-int8 (ONNX "
+                                    "Runtime, int8 weights, one passage per call; CPU only; it changes the vectors); "
+                                    "or openvino (OpenVINO's CPU plugin at the compute precision, fp32 or bf16; CPU "
+                                    "only). benchmarks/embedding-backends.md gives their speed and top-k cost",
                       choices=EMBED_BACKENDS),
         "gpus": _s(int, 0, "GPUs requested per embedding job", low=0),
     },

@@ -22,7 +22,7 @@ def main():
     ap.add_argument("--device", default="auto")
     ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.models.precision)")
     ap.add_argument("--backend", default="torch", choices=EMBED_BACKENDS,
-                    help="runtime of the passage encoder (dcsr.models.onnx_int8)")
+                    help="runtime of the passage encoder (dcsr.models.onnx_int8, dcsr.models.openvino_encoder)")
     ap.add_argument("--vectors", required=True)
     ap.add_argument("--ids", required=True)
     ap.add_argument("--sentence-numbers", default=None, help="output: sentence number of each vector (.npy)")

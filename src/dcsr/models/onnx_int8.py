@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class _Wrapped(torch.nn.Module):
+class LastHidden(torch.nn.Module):
     """The encoder with positional inputs and its last hidden state as the one output (what the
-    ONNX exporter traces)."""
+    ONNX exporter and ``openvino.convert_model`` trace)."""
 
     def __init__(self, model: torch.nn.Module, names: tuple[str, ...]):
         super().__init__()
@@ -40,6 +40,17 @@ class _Wrapped(torch.nn.Module):
 
     def forward(self, *args):
         return self.model(**dict(zip(self.names, args))).last_hidden_state
+
+
+def numpy_feed(names: tuple[str, ...], input_ids, attention_mask=None, token_type_ids=None) -> dict:
+    """The inputs ``names`` of an exported encoder as int64 numpy arrays (token types all zeros
+    where a model that takes them is called without, as Hugging Face does)."""
+    given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    feed = {}
+    for name in names:
+        value = given[name] if given[name] is not None else torch.zeros_like(input_ids)
+        feed[name] = value.detach().cpu().numpy().astype(np.int64, copy=False)
+    return feed
 
 
 class Int8Encoder(torch.nn.Module):
@@ -52,13 +63,7 @@ class Int8Encoder(torch.nn.Module):
         self.config = config  # the exported model's (hidden_size, ...)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, **_):
-        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        feed = {}
-        for name in self.names:
-            value = given[name]
-            if value is None:  # a model that takes token types, called without: all zeros (as HF does)
-                value = torch.zeros_like(input_ids)
-            feed[name] = value.detach().cpu().numpy().astype(np.int64, copy=False)
+        feed = numpy_feed(self.names, input_ids, attention_mask, token_type_ids)
         (hidden,) = self.session.run(["last_hidden_state"], feed)
         return SimpleNamespace(last_hidden_state=torch.from_numpy(hidden).to(input_ids.device))
 
@@ -83,7 +88,7 @@ def int8_encoder(model: torch.nn.Module, threads: int | None = None, quantize: b
         run = Path(tmp) / "encoder.int8.onnx" if quantize else fp32
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-            torch.onnx.export(_Wrapped(model, names), tuple(example[n] for n in names), str(fp32),
+            torch.onnx.export(LastHidden(model, names), tuple(example[n] for n in names), str(fp32),
                               input_names=list(names), output_names=["last_hidden_state"], dynamic_axes=axes,
                               opset_version=17, dynamo=False)
         if quantize:

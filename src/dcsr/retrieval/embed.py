@@ -255,18 +255,25 @@ def embed_corpus_shard(
     number of every vector (-1 for DPR's whole-passage vectors). ``fp16`` is the stored dtype;
     ``precision`` the compute precision (:mod:`dcsr.models.precision`; ``auto`` may pick bf16).
     ``backend`` ``onnx-int8`` runs the passage encoder in ONNX Runtime with int8 weights
-    (:mod:`dcsr.models.onnx_int8`), one passage per call; ``torch`` (the default) in torch."""
+    (:mod:`dcsr.models.onnx_int8`), one passage per call; ``openvino`` in OpenVINO at the
+    compute precision (:mod:`dcsr.models.openvino_encoder`); ``torch`` (the default) in torch."""
     if backend not in EMBED_BACKENDS:
         raise InputError("embed.backend", f"unknown backend {backend!r}; expected one of {', '.join(EMBED_BACKENDS)}")
     dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
+    if backend != "torch" and dev.type != "cpu":
+        raise InputError("embed.backend", f"{backend} runs on the CPU; use torch on a GPU")
     if backend == "onnx-int8":
         from dcsr.models.onnx_int8 import use_int8_passage_encoder
 
-        if dev.type != "cpu":
-            raise InputError("embed.backend", "onnx-int8 runs on the CPU; use torch on a GPU")
         use_int8_passage_encoder(model)
         # one passage per call, so that its vector does not depend on its batchmates; pooling in fp32
         precision, batch_size = "fp32", 1
+    compute = precision  # what the encoder computes in (the stats' "precision")
+    if backend == "openvino":
+        from dcsr.models.openvino_encoder import use_openvino_passage_encoder
+
+        use_openvino_passage_encoder(model, precision)
+        precision = "fp32"  # OpenVINO computes at `compute`; torch pools its fp32 output in fp32
     max_length = max_length or int(meta.get("passage_max_length", 256))
     ids, titles, texts = shard_passages(corpus_tsv, shard, num_shards)
     log.info("shard %d/%d: %d passages, device %s, method %s", shard, num_shards, len(ids), dev,
@@ -296,7 +303,7 @@ def embed_corpus_shard(
     if out_sentences is not None:
         _save_npy(Path(out_sentences), np.asarray(sent_no, dtype=np.int32))
     return {"shard": shard, "passages": len(ids), "vectors": int(len(vec_ids)), "dim": int(vecs.shape[1]),
-            "dtype": "float16" if fp16 else "float32", "precision": precision, "backend": backend,
+            "dtype": "float16" if fp16 else "float32", "precision": compute, "backend": backend,
             "method": meta.get("method", "dpr")}
 
 

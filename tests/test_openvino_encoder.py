@@ -1,0 +1,125 @@
+"""The openvino embedding backend: the passage encoder run by OpenVINO's CPU plugin at the
+compute precision, for DPR's passage vectors and DCSR's sentence vectors."""
+
+import numpy as np
+import pytest
+import torch
+
+from dcsr.data.formats import Passage, write_corpus
+from dcsr.data.sentences import split_corpus
+from dcsr.errors import InputError
+from dcsr.models.biencoder import build_biencoder, load_biencoder, save_biencoder, tokenize_passages
+from dcsr.models.precision import cpu_bf16
+from dcsr.retrieval.embed import embed_corpus_shard
+
+pytest.importorskip("openvino")
+
+WORDS = "river city north bridge tower market harbour castle garden station".split()
+
+
+def _cos(a, b):
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    ps = [Passage(10 + i, f"The {WORDS[i % 10]} is old. " + " ".join(WORDS[i % 10:] + WORDS[: i % 10])[: 12 + 7 * (i % 6)]
+                  + f". Number {i}.", f"T{i}") for i in range(12)]
+    write_corpus(tmp_path / "c.tsv", ps)
+    split_corpus(tmp_path / "c.tsv", tmp_path / "s.tsv", progress=False)
+    return tmp_path / "c.tsv", ps
+
+
+@pytest.fixture()
+def dpr_model(tmp_path, tiny_bert):
+    tok, model = build_biencoder(str(tiny_bert), "mean")
+    save_biencoder(model, tok, tmp_path / "m", {"pooling": "mean", "passage_max_length": 64, "question_max_length": 32})
+    return tmp_path / "m"
+
+
+@pytest.fixture()
+def dcsr_model(tmp_path, tiny_bert):
+    from dcsr.training.loop import export_untrained
+    from dcsr.training.methods import builder_class
+
+    export_untrained({"passage_max_length": 64, "question_max_length": 16, "max_sentences": 2},
+                     str(tiny_bert), tmp_path / "dcsr", log=lambda m: None, builder_cls=builder_class("dcsr"))
+    return tmp_path / "dcsr"
+
+
+def _embed(model, corpus, out, shards, backend, precision="fp32", **kw):
+    """Every shard's vectors, with their (passage id, sentence number) keys, in key order."""
+    keys, vecs = [], []
+    for s in range(shards):
+        tag = f"{backend}{precision}{shards}-{s}"
+        stats = embed_corpus_shard(model, corpus, s, shards, out / f"v{tag}.npy", out / f"i{tag}.npy", batch_size=5,
+                                   progress=False, backend=backend, precision=precision,
+                                   out_sentences=out / f"n{tag}.npy", **kw)
+        assert stats["backend"] == backend and stats["precision"] == precision
+        keys += zip(np.load(out / f"i{tag}.npy").tolist(), np.load(out / f"n{tag}.npy").tolist())
+        vecs.append(np.load(out / f"v{tag}.npy"))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return [keys[i] for i in order], np.concatenate(vecs)[order]
+
+
+def test_openvino_hidden_states_equal_torch(dpr_model, corpus, one_thread):
+    """The converted model computes what the encoder computes, at fp32, on a padded batch."""
+    from dcsr.models.openvino_encoder import openvino_encoder
+
+    _, ps = corpus
+    tok, bi, _ = load_biencoder(dpr_model)
+    bi.eval()
+    batch = tokenize_passages(tok, [p.title for p in ps[:4]], [p.text for p in ps[:4]], 64)
+    assert batch["attention_mask"].min() == 0  # padded: the mask reaches the converted model
+    with torch.no_grad():
+        want = bi.passage_model(**batch).last_hidden_state
+    twin = openvino_encoder(bi.passage_model, "fp32", threads=1)
+    got = twin(**batch).last_hidden_state
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    mask = batch["attention_mask"].bool()
+    np.testing.assert_allclose(got[mask].numpy(), want[mask].numpy(), atol=1e-4)
+    # token types left out are zeros, as Hugging Face fills them
+    no_types = {k: v for k, v in batch.items() if k != "token_type_ids"}
+    with torch.no_grad():
+        want0 = bi.passage_model(**no_types).last_hidden_state
+    np.testing.assert_allclose(twin(**no_types).last_hidden_state[mask].numpy(), want0[mask].numpy(), atol=1e-4)
+    assert twin.config.hidden_size == bi.hidden_size
+
+
+@pytest.mark.parametrize("which", ["dpr", "dcsr"])
+def test_openvino_shards_equal_torch_shards(tmp_path, corpus, dpr_model, dcsr_model, which, one_thread):
+    """Passage vectors (DPR) and sentence vectors (DCSR, pooled at their markers) from OpenVINO
+    match torch's in every shard."""
+    model = dpr_model if which == "dpr" else dcsr_model
+    extra = {"sentences": tmp_path / "s.tsv"} if which == "dcsr" else {}
+    c, ps = corpus
+    keys_t, torch_vecs = _embed(model, c, tmp_path, 1, "torch", **extra)
+    keys_o, ov_vecs = _embed(model, c, tmp_path, 3, "openvino", **extra)
+    assert keys_t == keys_o
+    if which == "dpr":
+        assert keys_t == [(p.id, -1) for p in ps]
+    else:
+        assert keys_t == [(p.id, s) for p in ps for s in (0, 1)]
+    np.testing.assert_allclose(ov_vecs, torch_vecs, atol=2e-4)
+
+
+@pytest.mark.skipif(cpu_bf16() is None, reason="bf16 needs a CPU with AMX or AVX-512 BF16")
+def test_openvino_bf16_is_close_to_fp32(tmp_path, corpus, dpr_model, one_thread):
+    c, _ = corpus
+    _, fp32 = _embed(dpr_model, c, tmp_path, 1, "openvino")
+    _, bf16 = _embed(dpr_model, c, tmp_path, 1, "openvino", precision="bf16")
+    assert not np.array_equal(fp32, bf16)  # it computed in bf16
+    assert _cos(fp32, bf16).min() > 0.999
+
+
+def test_openvino_refuses_fp16_and_a_gpu(tmp_path, dpr_model):
+    from dcsr.models.openvino_encoder import openvino_encoder
+
+    _, bi, _ = load_biencoder(dpr_model)
+    with pytest.raises(InputError, match="embed.precision: the openvino backend computes in fp32 or bf16, not fp16"):
+        openvino_encoder(bi.passage_model, "fp16")
+    if not torch.cuda.is_available():
+        pytest.skip("the GPU refusal needs a GPU to load the model onto")
+    with pytest.raises(InputError, match="embed.backend: openvino runs on the CPU"):
+        embed_corpus_shard(dpr_model, tmp_path / "c.tsv", 0, 1, tmp_path / "v.npy", tmp_path / "i.npy",
+                           backend="openvino", device="cuda")
