@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import warnings
 from types import SimpleNamespace
 from typing import Callable
 
@@ -52,7 +53,7 @@ def openvino_encoder(model: torch.nn.Module, precision: str = "fp32", threads: i
                      transform: Callable | None = None) -> OpenVINOEncoder:
     """``model`` (a Hugging Face encoder) converted to OpenVINO and compiled for the CPU at a
     resolved ``precision`` (fp32 or bf16) with ``threads`` threads (default: torch's), one
-    stream, latency first. ``transform`` may rewrite the converted ``openvino.Model`` before it
+    stream, latency first, threads not pinned to cores. ``transform`` may rewrite the converted ``openvino.Model`` before it
     is compiled (benchmarks/embed_throughput.py quantizes it with NNCF). Nothing is written to
     disk."""
     if precision not in HINTS:
@@ -62,11 +63,13 @@ def openvino_encoder(model: torch.nn.Module, precision: str = "fp32", threads: i
     model = model.eval()
     sig = inspect.signature(model.forward).parameters
     names = tuple(n for n in INPUTS if n in sig)
-    # a padded example: traced with a mask of ones only, transformers may leave the mask out of the graph
+    # a padded example, the kind of batch it runs (an unpadded one converts as well: checked with MiniLM)
     example = {"input_ids": torch.tensor([[101, 2023, 2003, 102], [101, 2023, 102, 0]]),
                "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]),
                "token_type_ids": torch.tensor([[0, 0, 1, 1], [0, 0, 1, 0]])}
-    with torch.no_grad():  # inputs by position (the wrapper's), in the order of `names`
+    with torch.no_grad(), warnings.catch_warnings():  # inputs by position, in the order of `names`
+        # the tracer's notices on Python branches: shapes checked once (tests run other shapes)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
         converted = ov.convert_model(LastHidden(model, names), example_input=tuple(example[n] for n in names),
                                      input=[(ov.PartialShape([-1, -1]), ov.Type.i64) for _ in names])
     if transform is not None:
@@ -74,7 +77,9 @@ def openvino_encoder(model: torch.nn.Module, precision: str = "fp32", threads: i
     threads = int(threads or torch.get_num_threads())
     compiled = ov.Core().compile_model(converted, "CPU", {
         "INFERENCE_PRECISION_HINT": HINTS[precision], "INFERENCE_NUM_THREADS": threads,
-        "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+        "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1,
+        # unpinned: pinned, two one-thread jobs on one machine both took core 0 (wall twice the CPU time)
+        "ENABLE_CPU_PINNING": False})
     log.info("openvino: %s converted and compiled (OpenVINO %s, %s, %d threads)", type(model).__name__,
              ov.__version__, compiled.get_property("INFERENCE_PRECISION_HINT"), threads)
     return OpenVINOEncoder(compiled, names, model.config)
