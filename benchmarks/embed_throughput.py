@@ -48,16 +48,14 @@ VARIANTS = ("dcsr", "dcsr-bf16", "dcsr-onnx-int8", "st", "st-bf16", "openvino-fp
             "torch-int8")
 
 
-def nncf_int8(calibration: dict):
+def nncf_int8(calibration: dict, names: tuple[str, ...]):
     """A ``transform`` for :func:`dcsr.models.openvino_encoder.openvino_encoder`: the converted
     model quantized to int8 by NNCF's post-training static quantization on ``calibration``
-    (unpadded token lists)."""
+    (unpadded token lists), fed by position as the model takes its inputs ``names``."""
     def transform(converted):
         import nncf
 
-        from dcsr.models.onnx_int8 import INPUTS
-
-        items = [[np.array([calibration[k][i]]) for k in INPUTS] for i in range(len(calibration["input_ids"]))]
+        items = [[np.array([calibration[k][i]]) for k in names] for i in range(len(calibration["input_ids"]))]
         return nncf.quantize(converted, nncf.Dataset(items), subset_size=len(items),
                              model_type=nncf.ModelType.TRANSFORMER)
     return transform
@@ -83,6 +81,7 @@ def main():
     from dcsr.data.formats import iter_passages
     from dcsr.models.biencoder import build_biencoder, tokenize_passages
     from dcsr.models.checkpoints import resolve_checkpoint
+    from dcsr.models.onnx_int8 import input_names
     from dcsr.models.openvino_encoder import openvino_encoder
     from dcsr.retrieval.embed import encode_texts
 
@@ -122,7 +121,8 @@ def main():
         elif name == "openvino-bf16":  # the same at bf16
             runs[name] = ours(lambda m, tok: openvino_encoder(m, "bf16", a.threads))
         elif name == "openvino-int8":
-            runs[name] = ours(lambda m, tok: openvino_encoder(m, "fp32", a.threads, transform=nncf_int8(calibrated(tok))))
+            runs[name] = ours(lambda m, tok: openvino_encoder(m, "fp32", a.threads,
+                                                                  transform=nncf_int8(calibrated(tok), input_names(m))))
         elif name == "torch-int8":
             runs[name] = ours(lambda m, tok: torch.ao.quantization.quantize_dynamic(m, {torch.nn.Linear}, dtype=torch.qint8))
         elif name in ("st", "st-bf16"):

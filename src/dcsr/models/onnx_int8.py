@@ -42,6 +42,13 @@ class LastHidden(torch.nn.Module):
         return self.model(**dict(zip(self.names, args))).last_hidden_state
 
 
+def input_names(model: torch.nn.Module) -> tuple[str, ...]:
+    """The inputs of ``INPUTS`` that ``model``'s forward takes, in that order (an exported
+    encoder's positional inputs)."""
+    sig = inspect.signature(model.forward).parameters
+    return tuple(n for n in INPUTS if n in sig)
+
+
 def numpy_feed(names: tuple[str, ...], input_ids, attention_mask=None, token_type_ids=None) -> dict:
     """The inputs ``names`` of an exported encoder as int64 numpy arrays (token types all zeros
     where a model that takes them is called without, as Hugging Face does)."""
@@ -77,8 +84,7 @@ def int8_encoder(model: torch.nn.Module, threads: int | None = None, quantize: b
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = model.eval()
-    sig = inspect.signature(model.forward).parameters
-    names = tuple(n for n in INPUTS if n in sig)
+    names = input_names(model)
     example = {"input_ids": torch.tensor([[101, 2023, 102], [101, 2003, 102]]),
                "attention_mask": torch.ones(2, 3, dtype=torch.long),
                "token_type_ids": torch.zeros(2, 3, dtype=torch.long)}

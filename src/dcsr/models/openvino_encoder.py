@@ -15,7 +15,6 @@ always stays in torch.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import warnings
 from types import SimpleNamespace
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 
 from dcsr.errors import InputError
-from dcsr.models.onnx_int8 import INPUTS, LastHidden, numpy_feed
+from dcsr.models.onnx_int8 import LastHidden, input_names, numpy_feed
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +52,15 @@ def openvino_encoder(model: torch.nn.Module, precision: str = "fp32", threads: i
                      transform: Callable | None = None) -> OpenVINOEncoder:
     """``model`` (a Hugging Face encoder) converted to OpenVINO and compiled for the CPU at a
     resolved ``precision`` (fp32 or bf16) with ``threads`` threads (default: torch's), one
-    stream, latency first, threads not pinned to cores. ``transform`` may rewrite the converted ``openvino.Model`` before it
-    is compiled (benchmarks/embed_throughput.py quantizes it with NNCF). Nothing is written to
-    disk."""
+    stream, latency first, threads not pinned to cores. ``transform`` may rewrite the converted
+    ``openvino.Model`` before it is compiled (benchmarks/embed_throughput.py quantizes it with
+    NNCF). Nothing is written to disk."""
     if precision not in HINTS:
         raise InputError("embed.precision", f"the openvino backend computes in fp32 or bf16, not {precision}")
     import openvino as ov
 
     model = model.eval()
-    sig = inspect.signature(model.forward).parameters
-    names = tuple(n for n in INPUTS if n in sig)
+    names = input_names(model)
     # a padded example, the kind of batch it runs (an unpadded one converts as well: checked with MiniLM)
     example = {"input_ids": torch.tensor([[101, 2023, 2003, 102], [101, 2023, 102, 0]]),
                "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]),
