@@ -169,3 +169,41 @@ def test_the_script_fails_on_another_kind_of_cpu_past_the_cross_kind_tolerance(t
     r = _script(repo, tmp_path / "p.yaml", _table(tmp_path / "two.csv", two))
     assert r.returncode == 1, r.stdout + r.stderr  # two questions: a failure, on any kind of CPU
     assert "<-- outside" in r.stdout and "BM25 / trivia / top5: expected 70.00 +- 10" in r.stderr
+
+
+def test_a_re_pin_records_this_kind_of_cpu_and_may_drop_the_other_kinds(tmp_path, repo):
+    table = _table(tmp_path / "t.csv", ROWS)
+    old = {"table": "t", "tolerance": 0.01, "questions": {"trivia": 10}, "why": "old", "cells": {}, "command": "c"}
+    path = tmp_path / "pins.yaml"
+    path.write_text("# kept\n" + yaml.safe_dump({"cross_kind": {"questions": 2, "why": "x"},
+                                                 "run": {**old, "machine": "Other/AVX2"},
+                                                 "run@Another-AVX512": {**old, "machine": "Another/AVX512"},
+                                                 "runner": {**old, "machine": "Other/AVX2"}}))
+    # adding a kind's variant keeps the others
+    assert update_pins(path, "run@here", table, why="this kind") == []
+    pins = yaml.safe_load(path.read_text())
+    assert pins["run@here"]["machine"] == machine_key() and set(pins) >= {"run", "run@Another-AVX512"}
+    # numbers moved on purpose: the other kinds' variants go, other runs stay, the entry's own keys stay
+    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "check_pins.py"), "--pins", str(path),
+                        "--run", "run", "--table", str(table), "--update", "--why", "moved", "--drop-other-kinds"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "removed the other kinds' variants run@Another-AVX512, run@here" in r.stdout
+    pins = yaml.safe_load(path.read_text())
+    assert set(pins) == {"cross_kind", "run", "runner"} and path.read_text().startswith("# kept\n")
+    assert pins["run"]["machine"] == machine_key() and pins["run"]["why"] == "moved"
+    assert pins["run"]["command"] == "c" and pins["run"]["cells"]["DPR"]
+
+
+def test_a_re_pinned_ledger_pins_its_verdicts(tmp_path):
+    path = tmp_path / "claims.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["claim", "test_set", "metric", "baseline_value", "method_value", "difference", "questions",
+                    "verdict"])
+        w.writerow(["DCSR beats DPR", "squad", "top20", "80.0", "85.0", "5.0", "100", "holds"])
+        w.writerow(["DCSR beats DPR", "squad", "top1", "40.0", "41.0", "1.0", "100", "inconclusive at this scale"])
+    update_pins(tmp_path / "pins.yaml", "claims", path, why="first")
+    entry = yaml.safe_load((tmp_path / "pins.yaml").read_text())["claims"]
+    assert entry["verdicts"] == {"DCSR beats DPR (top20)": "holds", "DCSR beats DPR (top1)": "inconclusive at this scale"}
+    assert entry["cells"]["DCSR beats DPR"]["squad"]["top20 difference"] == 5.0

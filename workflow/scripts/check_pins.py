@@ -22,6 +22,10 @@ def main():
                     help="the run's pins for what precision auto means on this CPU: <run>-bf16 (AMX or AVX-512 BF16) or <run>-fp32")
     ap.add_argument("--update", action="store_true", help="re-pin the run to this table (with --why)")
     ap.add_argument("--why", help="with --update: why the pinned numbers move (kept in the file)")
+    ap.add_argument("--drop-other-kinds", action="store_true",
+                    help="with --update, when the numbers move on purpose: remove the run's variants pinned on other "
+                         "kinds of CPU (<run>@<machine>: they pin the old numbers); those kinds are then compared at "
+                         "the cross-kind tolerance until pinned there")
     a = ap.parse_args()
     if a.by_precision:  # the default config computes in bf16 on CPUs with AMX or AVX-512 BF16: other numbers than fp32
         from dcsr.models.precision import resolve
@@ -30,8 +34,9 @@ def main():
     if a.update:
         if not a.why:
             ap.error("--update needs --why: say in the pins file why the numbers move")
-        update_pins(a.pins, a.run, a.table, a.why)
-        print(f"re-pinned {a.run} in {a.pins} from {a.table}")
+        dropped = update_pins(a.pins, a.run, a.table, a.why, drop_other_kinds=a.drop_other_kinds)
+        print(f"re-pinned {a.run} in {a.pins} from {a.table} (made on {machine_key()})"
+              + (f"; removed the other kinds' variants {', '.join(dropped)}" if dropped else ""))
         return 0
     variant, cells, problems, same = check_variants(a.pins, a.run, a.table)
     where = ("pinned on this kind of CPU" if same else

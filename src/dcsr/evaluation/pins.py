@@ -203,9 +203,14 @@ def pins_from_table(table_csv: str | os.PathLike) -> tuple[dict, dict]:
     return cells, questions
 
 
-def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike, why: str) -> None:
-    """Re-pin run ``name`` to ``table_csv``'s numbers, recording ``why``; the file's leading
-    comment block and the other runs are kept."""
+def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike, why: str,
+                drop_other_kinds: bool = False) -> list[str]:
+    """Re-pin run ``name`` to ``table_csv``'s numbers as made on this kind of CPU (``machine:``
+    becomes :func:`machine_key`), recording ``why``; a claims ledger's verdicts are pinned with
+    its values. The file's leading comment block and the other runs are kept, except, with
+    ``drop_other_kinds``, the run's variants of other kinds of CPU (``<run>@<machine>``): when a
+    change moves the numbers on purpose they pin the old ones, and those kinds are compared at
+    the cross-kind tolerance until they are pinned again there. Returns the variants dropped."""
     import yaml
 
     from dcsr.fsutil import atomic_open
@@ -219,9 +224,19 @@ def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike
         header.append(line)
     pins = strict_load(path) if text.strip() else {}
     cells, questions = pins_from_table(table_csv)
-    entry = dict(pins.get(name) or {"machine": machine_key(), "table": Path(table_csv).stem, "tolerance": 0.01})
+    entry = dict(pins.get(name) or {"table": Path(table_csv).stem, "tolerance": 0.01})
+    entry = {"machine": machine_key(), **{k: v for k, v in entry.items() if k != "machine"}}
     entry.update(why=why, questions=questions, cells=cells)
+    with open(table_csv, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    if rows and "claim" in rows[0]:
+        entry["verdicts"] = {f"{r['claim']} ({r['metric']})": r["verdict"] for r in rows}
     pins[name] = entry
+    base = name.split("@", 1)[0]
+    dropped = [k for k in pins if drop_other_kinds and k != name and (k == base or str(k).startswith(base + "@"))]
+    for k in dropped:
+        del pins[k]
     body = yaml.safe_dump(pins, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
     with atomic_open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(header) + ("\n" if header else "") + body)
+    return dropped
