@@ -263,3 +263,30 @@ def test_an_init_pair_of_one_checkpoint_is_that_checkpoint(tiny_bert, tok_model)
     for bad in ({"question": str(tiny_bert)}, {"question": str(tiny_bert), "passage": str(tiny_bert), "reader": "x"}):
         with pytest.raises(InputError, match="question: CKPT, passage: CKPT"):
             build_biencoder(bad)
+
+
+def test_attention_dropout_overrides_the_attention_probabilities_only(tiny_bert, tmp_path):
+    """attention_dropout sets BERT's attention_probs_dropout_prob and leaves the hidden
+    states' dropout as dropout says (null: the checkpoint's); saved and loaded, it stays."""
+    base = build_biencoder(str(tiny_bert))[1].passage_model.config
+    assert base.attention_probs_dropout_prob > 0 and base.hidden_dropout_prob > 0
+    tokenizer, model = build_biencoder(str(tiny_bert), attention_dropout=0.0)
+    for encoder in (model.question_model, model.passage_model):
+        assert encoder.config.attention_probs_dropout_prob == 0.0
+        assert encoder.config.hidden_dropout_prob == base.hidden_dropout_prob
+        attention = [m for m in encoder.modules() if type(m).__name__.endswith("SelfAttention")]
+        assert attention and all(m.dropout.p == 0.0 for m in attention)
+    both = build_biencoder(str(tiny_bert), dropout=0.2, attention_dropout=0.05)[1].passage_model.config
+    assert (both.hidden_dropout_prob, both.attention_probs_dropout_prob) == (0.2, 0.05)
+    save_biencoder(model, tokenizer, tmp_path / "m", {"method": "dpr"})
+    loaded = load_biencoder(tmp_path / "m")[1].passage_model.config
+    assert loaded.attention_probs_dropout_prob == 0.0 and loaded.hidden_dropout_prob == base.hidden_dropout_prob
+
+
+def test_attention_dropout_is_a_checked_setting():
+    from dcsr.training.samples import validate_settings
+
+    assert validate_settings({})["attention_dropout"] is None
+    assert validate_settings({"attention_dropout": 0})["attention_dropout"] == 0
+    with pytest.raises(InputError, match="attention_dropout: must be >= 0 and < 1"):
+        validate_settings({"attention_dropout": 1.0})

@@ -242,11 +242,12 @@ def local_checkpoint(name_or_path: str) -> str:
     return path
 
 
-def load_encoder(name_or_path: str, dropout: float | None = None):
+def load_encoder(name_or_path: str, dropout: float | None = None, attention_dropout: float | None = None):
     """A Hugging Face encoder (no pooler head) from a checkpoint directory or ``pkg:`` name.
 
     ``dropout`` overrides every dropout probability of the config (``None`` keeps the
-    checkpoint's). Raises :class:`InputError` when the checkpoint cannot be read.
+    checkpoint's), then ``attention_dropout`` the attention probabilities' (BERT's
+    ``attention_probs_dropout_prob``). Raises :class:`InputError` when the checkpoint cannot be read.
     """
     from transformers import AutoConfig, AutoModel
 
@@ -259,6 +260,13 @@ def load_encoder(name_or_path: str, dropout: float | None = None):
         for key, value in list(config.to_dict().items()):
             if "dropout" in key and isinstance(value, float):
                 setattr(config, key, float(dropout))
+    if attention_dropout is not None:
+        keys = [k for k, v in config.to_dict().items() if "dropout" in k and "attention" in k and isinstance(v, float)]
+        if not keys:
+            raise InputError(str(name_or_path), "attention_dropout is set, but the config has no attention dropout "
+                                                f"({config.model_type}); leave attention_dropout null")
+        for key in keys:
+            setattr(config, key, float(attention_dropout))
     if getattr(config, "model_type", None) == "dpr":
         return _load_dpr_encoder(path, config, str(name_or_path))
     # DPR pools [CLS] from the last hidden layer, not BERT's pooler head; dropping the head
@@ -464,7 +472,8 @@ def check_same_tokenizer(question_tokenizer, passage_tokenizer, question_init: s
 
 
 def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling"].default,
-                    dropout: float | None = None, normalize: bool | None = None, scale: float | None = None):
+                    dropout: float | None = None, normalize: bool | None = None, scale: float | None = None,
+                    attention_dropout: float | None = None):
     """``(tokenizer, BiEncoder)`` with both encoders initialised from checkpoint ``init``
     (DPR: two separate copies of the same pretrained BERT), with the pooling and similarity
     of :func:`family_similarity`.
@@ -482,7 +491,8 @@ def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling
     tokenizer = load_tokenizer(question_init)
     if passage_init != question_init:
         check_same_tokenizer(tokenizer, load_tokenizer(passage_init), question_init, passage_init)
-    question_model, passage_model = load_encoder(question_init, dropout), load_encoder(passage_init, dropout)
+    question_model = load_encoder(question_init, dropout, attention_dropout)
+    passage_model = load_encoder(passage_init, dropout, attention_dropout)
     sizes = [int(m.config.hidden_size) for m in (question_model, passage_model)]
     if sizes[0] != sizes[1]:
         raise InputError("init", f"the question init {question_init!r} gives {sizes[0]}-dimensional vectors and the "
@@ -554,7 +564,8 @@ def read_meta(path: str | os.PathLike) -> dict:
     return meta
 
 
-def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float | None = None):
+def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float | None = None,
+                   attention_dropout: float | None = None):
     """``(tokenizer, BiEncoder, meta)`` from a directory written by :func:`save_biencoder`.
 
     The model is on ``device`` in eval mode; the tokenizer is the question encoder's (both
@@ -569,7 +580,8 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
     check_file_digests(path, meta.get("weights_sha256") or {}, f"delete the model {path} and train it again")
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
     # the format before "pooling" was written had CLS only; before "normalize", the dot product
-    model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout), load_encoder(str(path / PASSAGE_DIR), dropout),
+    model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout, attention_dropout),
+                      load_encoder(str(path / PASSAGE_DIR), dropout, attention_dropout),
                       meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
                       meta.get("similarity_source"))
     model.to(device)

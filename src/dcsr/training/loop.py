@@ -198,9 +198,11 @@ class Trainer:
         np.random.seed(s.seed)
         torch.manual_seed(s.seed)
         if self.state is not None:
-            self.tokenizer, self.model, _ = load_biencoder(last, device="cpu", dropout=s.dropout)
+            self.tokenizer, self.model, _ = load_biencoder(last, device="cpu", dropout=s.dropout,
+                                                           attention_dropout=s.attention_dropout)
         else:
-            self.tokenizer, self.model = build_biencoder(self.init, s.pooling, s.dropout, s.normalize, s.scale)
+            self.tokenizer, self.model = build_biencoder(self.init, s.pooling, s.dropout, s.normalize, s.scale,
+                                                         s.attention_dropout)
         if s.tie_encoders:  # a checkpoint saves the one encoder twice: share it again
             tie_encoders(self.model, self.init)
         self.builder.setup(self.tokenizer, self.model)
@@ -443,7 +445,8 @@ def export_untrained(settings: Mapping[str, Any] | None, init: str, output_dir: 
     from dcsr.models.biencoder import save_biencoder
 
     s = validate_settings(settings, builder_cls.SETTINGS)
-    tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"], s["normalize"], s["scale"])
+    tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"], s["normalize"], s["scale"],
+                                       s["attention_dropout"])
     builder_cls(s).setup(tokenizer, model)
     save_biencoder(model, tokenizer, output_dir, {
         "method": builder_cls.method,
