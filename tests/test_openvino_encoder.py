@@ -123,3 +123,35 @@ def test_openvino_refuses_fp16_and_a_gpu(tmp_path, dpr_model):
     with pytest.raises(InputError, match="embed.backend: openvino runs on the CPU"):
         embed_corpus_shard(dpr_model, tmp_path / "c.tsv", 0, 1, tmp_path / "v.npy", tmp_path / "i.npy",
                            backend="openvino", device="cuda")
+
+
+@pytest.mark.parametrize("flag, device, precision, expected", [
+    ("avx512_bf16", "cpu", "bf16", "openvino"),  # AVX-512 BF16 without AMX (Zen 4): measured faster
+    ("amx_bf16", "cpu", "bf16", "torch"),        # AMX: not measured, torch
+    ("avx512_bf16", "cpu", "fp32", "torch"),     # fp32 forced: not measured, torch
+    (None, "cpu", "fp32", "torch"),              # no bf16 instructions
+    ("avx512_bf16", "cuda", "bf16", "torch"),    # GPUs run torch
+])
+def test_auto_backend_is_openvino_only_where_it_was_measured_faster(monkeypatch, flag, device, precision, expected):
+    import dcsr.retrieval.embed as embed
+
+    monkeypatch.setattr(embed, "cpu_bf16", lambda: flag)
+    assert embed.resolve_backend("auto", device, precision) == expected
+    assert embed.resolve_backend("onnx-int8", device, precision) == "onnx-int8"  # a named backend is kept
+    with pytest.raises(InputError, match="embed.backend: unknown backend 'tensorrt'"):
+        embed.resolve_backend("tensorrt", device, precision)
+
+
+def test_auto_backend_runs_and_records_what_it_resolved_to(tmp_path, corpus, dpr_model, one_thread):
+    """On this machine: auto at bf16 (when the CPU has bf16) or fp32, and the stats name the
+    runtime that ran, whose vectors equal that backend's when named."""
+    from dcsr.retrieval.embed import resolve_backend
+
+    c, _ = corpus
+    precision = "bf16" if cpu_bf16() else "fp32"
+    ran = resolve_backend("auto", "cpu", precision)
+    stats = embed_corpus_shard(dpr_model, c, 0, 1, tmp_path / "va.npy", tmp_path / "ia.npy", batch_size=5,
+                               progress=False, backend="auto", precision="auto")
+    assert stats["backend"] == ran and stats["precision"] == precision
+    _, named = _embed(dpr_model, c, tmp_path, 1, ran, precision=precision)
+    np.testing.assert_allclose(np.load(tmp_path / "va.npy"), named, atol=1e-6)

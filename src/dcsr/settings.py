@@ -65,7 +65,7 @@ def _s(types, default, help, **kw) -> Setting:
 POOLINGS = ("auto", "cls", "mean")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AMP = ("auto", "bf16", "fp16", "off")
-EMBED_BACKENDS = ("torch", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
+EMBED_BACKENDS = ("auto", "torch", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 
@@ -183,10 +183,12 @@ SECTIONS: dict[str, dict[str, Setting]] = {
         "precision": _s(str, "auto", "compute precision of the encoders: auto (bf16 on a CUDA GPU that has it, else fp16; "
                                      "bf16 on a CPU with AMX or AVX-512 BF16; else fp32), fp32, bf16, fp16 (CUDA only)",
                         choices=PRECISIONS),
-        "backend": _s(str, "torch", "runtime of the passage encoder in corpus embedding: torch; onnx-int8 (ONNX "
-                                    "Runtime, int8 weights, one passage per call; CPU only; it changes the vectors); "
-                                    "or openvino (OpenVINO's CPU plugin at the compute precision, fp32 or bf16; CPU "
-                                    "only). benchmarks/embedding-backends.md gives their speed and top-k cost",
+        "backend": _s(str, "auto", "runtime of the passage encoder in corpus embedding: auto (openvino where it "
+                                   "computes in bf16 on AVX-512 BF16 without AMX, as AMD Zen 4, where it was measured "
+                                   "faster than torch; torch elsewhere); torch; onnx-int8 (ONNX Runtime, int8 weights, "
+                                   "one passage per call; CPU only; it changes the vectors); or openvino (OpenVINO's "
+                                   "CPU plugin at the compute precision, fp32 or bf16; CPU only). "
+                                   "benchmarks/embedding-backends.md gives their speed and top-k cost",
                       choices=EMBED_BACKENDS),
         "gpus": _s(int, 0, "GPUs requested per embedding job", low=0),
     },

@@ -32,7 +32,7 @@ from dcsr.data.formats import iter_passages, iter_qas
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import seal
-from dcsr.models.precision import autocast, resolve
+from dcsr.models.precision import autocast, cpu_bf16, resolve
 from dcsr.settings import EMBED_BACKENDS
 
 log = logging.getLogger(__name__)
@@ -230,6 +230,20 @@ def _load_for_inference(model_dir, device: str, precision: str = "fp32"):
     return dev, tokenizer, model, meta, resolved
 
 
+def resolve_backend(setting: str, device_type: str, precision: str) -> str:
+    """The runtime ``embed.backend`` means for a passage encoder computing in ``precision`` (resolved)
+    on a ``device_type`` device. ``auto`` is ``openvino`` where the encoder computes in bf16 on a
+    CPU with AVX-512 BF16 but no AMX (as AMD Zen 4), the one kind it was measured on: 1.27x torch
+    encoding alone, 1.18x in the pipeline's jobs, dev top-k within 0.05 points pooled, no loss a
+    sign test finds (benchmarks/embedding-backends.md). Elsewhere (AMX, fp32, GPUs) it is
+    ``torch``, the kinds where no such measurement was made."""
+    if setting not in EMBED_BACKENDS:
+        raise InputError("embed.backend", f"unknown backend {setting!r}; expected one of {', '.join(EMBED_BACKENDS)}")
+    if setting != "auto":
+        return setting
+    return "openvino" if device_type == "cpu" and precision == "bf16" and cpu_bf16() == "avx512_bf16" else "torch"
+
+
 def embed_corpus_shard(
     model_dir: str | os.PathLike,
     corpus_tsv: str | os.PathLike,
@@ -256,10 +270,12 @@ def embed_corpus_shard(
     ``precision`` the compute precision (:mod:`dcsr.models.precision`; ``auto`` may pick bf16).
     ``backend`` ``onnx-int8`` runs the passage encoder in ONNX Runtime with int8 weights
     (:mod:`dcsr.models.onnx_int8`), one passage per call; ``openvino`` in OpenVINO at the
-    compute precision (:mod:`dcsr.models.openvino_encoder`); ``torch`` (the default) in torch."""
-    if backend not in EMBED_BACKENDS:
-        raise InputError("embed.backend", f"unknown backend {backend!r}; expected one of {', '.join(EMBED_BACKENDS)}")
+    compute precision (:mod:`dcsr.models.openvino_encoder`); ``torch`` (the default) in torch;
+    ``auto`` as :func:`resolve_backend` says. The stats' ``backend`` is the one that ran."""
+    resolve_backend(backend, "cpu", "fp32")  # an unknown name fails before the model loads
     dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
+    backend = resolve_backend(backend, dev.type, precision)
+    log.info("passage encoder runtime %s (embed.backend)", backend)
     if backend != "torch" and dev.type != "cpu":
         raise InputError("embed.backend", f"{backend} runs on the CPU; use torch on a GPU")
     if backend == "onnx-int8":
