@@ -7,7 +7,7 @@ a kind with its own pins must match them, any other kind within the cross-kind t
 import pytest
 import yaml
 
-from dcsr.evaluation.pins import check_variants, failures, report
+from dcsr.evaluation.pins import check_variants, failures, ledger_verdicts, report
 from test_workflow import snakemake
 
 
@@ -32,8 +32,6 @@ def test_the_real_text_default_matches_its_pins(repo, tmp_path):
     # question's near-tie may move a p-value across 0.05: the values above are checked instead)
     if not same_kind[-1]:
         return
-    import csv
-
-    verdicts = {f"{row['claim']} ({row['metric']})": row["verdict"] for row in csv.DictReader(open(results / "claims.csv"))}
+    verdicts = ledger_verdicts(results / "claims.csv")
     pinned = yaml.safe_load((repo / "config" / "pins.yaml").read_text())["demo-claims-fp32"]["verdicts"]
     assert verdicts == pinned

@@ -203,6 +203,13 @@ def pins_from_table(table_csv: str | os.PathLike) -> tuple[dict, dict]:
     return cells, questions
 
 
+def ledger_verdicts(table_csv: str | os.PathLike) -> dict[str, str]:
+    """``{"<claim> (<metric>)": verdict}`` of a claims ledger (``claims.csv``), the layout its
+    pins keep them in; empty for a table that is not a ledger."""
+    with open(table_csv, newline="", encoding="utf-8") as fh:
+        return {f"{r['claim']} ({r['metric']})": r["verdict"] for r in csv.DictReader(fh) if "claim" in r}
+
+
 def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike, why: str,
                 drop_other_kinds: bool = False) -> list[str]:
     """Re-pin run ``name`` to ``table_csv``'s numbers as made on this kind of CPU (``machine:``
@@ -227,13 +234,11 @@ def update_pins(path: str | os.PathLike, name: str, table_csv: str | os.PathLike
     entry = dict(pins.get(name) or {"table": Path(table_csv).stem, "tolerance": 0.01})
     entry = {"machine": machine_key(), **{k: v for k, v in entry.items() if k != "machine"}}
     entry.update(why=why, questions=questions, cells=cells)
-    with open(table_csv, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    if rows and "claim" in rows[0]:
-        entry["verdicts"] = {f"{r['claim']} ({r['metric']})": r["verdict"] for r in rows}
+    verdicts = ledger_verdicts(table_csv)
+    if verdicts:
+        entry["verdicts"] = verdicts
     pins[name] = entry
-    base = name.split("@", 1)[0]
-    dropped = [k for k in pins if drop_other_kinds and k != name and (k == base or str(k).startswith(base + "@"))]
+    dropped = [k for k in variants(path, name.split("@", 1)[0], pins) if k != name] if drop_other_kinds else []
     for k in dropped:
         del pins[k]
     body = yaml.safe_dump(pins, sort_keys=False, default_flow_style=None, width=120, allow_unicode=True)
