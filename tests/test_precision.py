@@ -48,3 +48,23 @@ def test_bf16_vectors_agree_with_fp32(tiny_bert):
     assert not np.array_equal(bf16, fp32)  # it did compute in bf16
     cos = (fp32 * bf16).sum(1) / (np.linalg.norm(fp32, axis=1) * np.linalg.norm(bf16, axis=1))
     assert cos.min() > 0.99
+
+
+def test_auto_on_cuda_counts_native_bf16_only(monkeypatch):
+    """A V100 or T4 runs bf16 by emulation only, which torch.cuda.is_bf16_supported() counts by
+    default: auto must ask for native bf16 and take fp16 (with a GradScaler) there."""
+    native = {"value": False}
+
+    def is_bf16_supported(including_emulation=True):
+        return native["value"] or including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    assert precision.resolve("auto", "cuda") == "fp16"  # emulated bf16 only (V100, T4)
+    native["value"] = True
+    assert precision.resolve("auto", "cuda") == "bf16"  # A100, H100
+
+    def old_signature():  # a torch before the argument: its answer is taken as it is
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", old_signature)
+    assert precision.resolve("auto", "cuda") == "fp16"

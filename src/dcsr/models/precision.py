@@ -1,13 +1,14 @@
 """Compute precision of the encoders: which dtype a forward pass runs in, apart from the dtype
 vectors are stored in.
 
-``auto`` picks bfloat16 where the hardware computes it natively: a CUDA device with bf16 support
-(else float16), or a CPU with bf16 instructions in ``/proc/cpuinfo``: Intel AMX (``amx_bf16``)
-or AVX-512 BF16 (``avx512_bf16``, as on AMD Zen 4). Measured (benchmarks/precision.md), MiniLM
-encodes 2.6x faster under bf16 autocast with AMX and about 1.7x with AVX-512 BF16 alone, every
-vector at a cosine of at least 0.9999 to its fp32 twin; a CPU with neither (AVX2) emulates bf16
-and runs it slower than fp32, so ``auto`` keeps fp32 there. ``fp32``, ``bf16`` and ``fp16`` force
-a precision (fp16 only on CUDA).
+``auto`` picks bfloat16 where the hardware computes it natively: a CUDA device with native bf16
+(Ampere and later; else float16, with a GradScaler in training: a V100 or T4 only emulates bf16),
+or a CPU with bf16 instructions in ``/proc/cpuinfo``: Intel AMX (``amx_bf16``) or AVX-512 BF16
+(``avx512_bf16``, as on AMD Zen 4). Measured (benchmarks/precision.md), MiniLM encodes 2.6x
+faster under bf16 autocast with AMX and about 1.7x with AVX-512 BF16 alone, every vector at a
+cosine of at least 0.9999 to its fp32 twin; a CPU with neither (AVX2) emulates bf16 and runs it
+slower than fp32, so ``auto`` keeps fp32 there. ``fp32``, ``bf16`` and ``fp16`` force a
+precision (fp16 only on CUDA).
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ def cpu_bf16(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     return None
 
 
+def cuda_native_bf16() -> bool:
+    """Whether the current CUDA device computes bf16 natively (Ampere and later).
+    ``torch.cuda.is_bf16_supported()`` also counts emulation by default, which says yes on a V100
+    or T4, where bf16 runs slowly; ``including_emulation=False`` (torch >= 2.3) asks for the
+    hardware alone; a torch without the argument is asked without it."""
+    import torch
+
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # a torch before the argument
+        return bool(torch.cuda.is_bf16_supported())
+
+
 def resolve(setting: str, device_type: str, where: str = "embed.precision") -> str:
     """The precision that ``setting`` means on a ``device_type`` ("cpu" / "cuda") device:
     ``fp32``, ``bf16`` or ``fp16``."""
@@ -45,9 +59,7 @@ def resolve(setting: str, device_type: str, where: str = "embed.precision") -> s
         raise InputError(where, f"unknown precision {setting!r}; expected one of {', '.join(PRECISIONS)}")
     if setting == "auto":
         if device_type == "cuda":
-            import torch
-
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            return "bf16" if cuda_native_bf16() else "fp16"
         return "bf16" if device_type == "cpu" and cpu_bf16() else "fp32"
     if setting == "fp16" and device_type != "cuda":
         raise InputError(where, "fp16 compute needs a CUDA device; use fp32 or bf16 on a CPU")

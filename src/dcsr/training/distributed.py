@@ -103,7 +103,7 @@ def nll_loss(q: Tensor, p: Tensor, targets: Tensor) -> tuple[Tensor, int]:
 
 def _amp_dtype(setting: str, device: torch.device):
     """``(autocast dtype or None, use GradScaler)`` for the ``amp`` setting: what
-    :func:`dcsr.models.precision.resolve` makes of it (``auto``: bf16 on CUDA that has it, else fp16
+    :func:`dcsr.models.precision.resolve` makes of it (``auto``: bf16 on CUDA that computes it natively, else fp16
     with a GradScaler; bf16 on a CPU with AMX or AVX-512 BF16; else none), ``off`` being fp32."""
     from dcsr.models.precision import resolve
 
