@@ -107,6 +107,23 @@ def test_a_dpr_pair_gives_the_pooler_output_of_dprs_own_encoders(dpr_pair, one_t
     torch.testing.assert_close(_vectors(from_c, tokenizer)[1], ours[1], atol=1e-6, rtol=1e-6)
 
 
+def test_a_half_precision_dpr_encoder_loads_with_float32_parameters(dpr_pair, tmp_path):
+    """A DPR encoder saved in fp16 (as some hub copies are) gives a float32 BERT, as a BERT
+    checkpoint does (test_model.py): training keeps float32 parameters under any autocast."""
+    from transformers import DPRContextEncoder
+
+    half = tmp_path / "ctx-fp16"
+    DPRContextEncoder.from_pretrained(dpr_pair[1], dtype=torch.float16).save_pretrained(half)
+    (half / "vocab.txt").write_bytes((dpr_pair[1] / "vocab.txt").read_bytes())
+    (half / "tokenizer_config.json").write_bytes((dpr_pair[1] / "tokenizer_config.json").read_bytes())
+    assert {p.dtype for p in load_encoder(str(half)).parameters()} == {torch.float32}
+    # its weights are the fp16 ones, widened
+    widened = load_encoder(str(half)).state_dict()
+    for key, value in DPRContextEncoder.from_pretrained(half, dtype=torch.float16).ctx_encoder.bert_model.state_dict().items():
+        if key in widened:
+            assert torch.equal(widened[key], value.float())
+
+
 def test_a_dpr_encoder_with_a_projection_is_refused(tiny_bert, tmp_path):
     proj = make_tiny_dpr(tmp_path / "proj", "question", tiny_bert, seed=3, projection_dim=16)
     with pytest.raises(InputError, match="projection_dim 16"):

@@ -290,3 +290,38 @@ def test_attention_dropout_is_a_checked_setting():
     assert validate_settings({"attention_dropout": 0})["attention_dropout"] == 0
     with pytest.raises(InputError, match="attention_dropout: must be >= 0 and < 1"):
         validate_settings({"attention_dropout": 1.0})
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_checkpoint_loads_with_float32_parameters(tiny_bert, tmp_path, dtype):
+    """transformers 5 loads a checkpoint in the dtype it was saved in; an fp16 or bf16 init
+    would then train with half-precision parameters (with amp fp16, GradScaler refuses to
+    unscale fp16 gradients). Every loader gives float32 parameters: autocast picks the compute
+    precision. A float32 checkpoint loads bit for bit as before."""
+    from transformers import BertModel
+
+    from dcsr.models.biencoder import load_encoder
+
+    half = tmp_path / "half"
+    BertModel.from_pretrained(tiny_bert, add_pooling_layer=False, dtype=dtype).save_pretrained(half)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_bert / name).exists():
+            (half / name).write_bytes((tiny_bert / name).read_bytes())
+    assert json.loads((half / "config.json").read_text()).get("dtype") == str(dtype).removeprefix("torch.")
+
+    def dtypes(module):
+        return {p.dtype for p in module.parameters()}
+
+    encoder = load_encoder(str(half))
+    assert dtypes(encoder) == {torch.float32}
+    tokenizer, model = build_biencoder(str(half))
+    assert dtypes(model) == {torch.float32}
+    with torch.no_grad():  # a bi-encoder saved in half precision (by hand: training saves float32)
+        model.half() if dtype == torch.float16 else model.bfloat16()
+    save_biencoder(model, tokenizer, tmp_path / "saved", {"method": "dpr"})
+    _, loaded, _ = load_biencoder(tmp_path / "saved")
+    assert dtypes(loaded) == {torch.float32}
+    # the float32 checkpoint: the weights it holds, unchanged
+    reference = BertModel.from_pretrained(tiny_bert, add_pooling_layer=False, dtype=torch.float32)
+    for a, b in zip(load_encoder(str(tiny_bert)).state_dict().values(), reference.state_dict().values()):
+        assert torch.equal(a, b)

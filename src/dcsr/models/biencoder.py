@@ -242,8 +242,24 @@ def local_checkpoint(name_or_path: str) -> str:
     return path
 
 
+def _float32() -> dict:
+    """The ``from_pretrained`` argument that loads the weights as float32 parameters, whatever
+    dtype the checkpoint was saved in: transformers 5 defaults to ``dtype="auto"`` (the saved
+    dtype), so an fp16 or bf16 checkpoint would train with half-precision parameters (and with
+    ``amp: fp16`` the GradScaler refuses to unscale fp16 gradients). The compute precision is
+    autocast's (:mod:`dcsr.models.precision`), in training and in embedding alike. transformers
+    before 4.56 names the argument ``torch_dtype``."""
+    import re
+
+    import transformers
+
+    major_minor = tuple(int(x) for x in re.findall(r"\d+", transformers.__version__)[:2])
+    return {"dtype" if major_minor >= (4, 56) else "torch_dtype": torch.float32}
+
+
 def load_encoder(name_or_path: str, dropout: float | None = None, attention_dropout: float | None = None):
-    """A Hugging Face encoder (no pooler head) from a checkpoint directory or ``pkg:`` name.
+    """A Hugging Face encoder (no pooler head) from a checkpoint directory or ``pkg:`` name, its
+    parameters float32 whatever dtype the checkpoint was saved in (:func:`_float32`).
 
     ``dropout`` overrides every dropout probability of the config (``None`` keeps the
     checkpoint's), then ``attention_dropout`` the attention probabilities' (BERT's
@@ -276,9 +292,9 @@ def load_encoder(name_or_path: str, dropout: float | None = None, attention_drop
         try:
             try:
                 model, info = AutoModel.from_pretrained(path, config=config, add_pooling_layer=False,
-                                                        output_loading_info=True)
+                                                        output_loading_info=True, **_float32())
             except TypeError:  # architectures without a pooler head do not take the argument
-                model, info = AutoModel.from_pretrained(path, config=config, output_loading_info=True)
+                model, info = AutoModel.from_pretrained(path, config=config, output_loading_info=True, **_float32())
         except (OSError, ValueError) as e:
             raise InputError(str(name_or_path), f"cannot load the encoder: {e}")
     missing = [k for k in info.get("missing_keys", []) if "pooler" not in k]
@@ -325,13 +341,12 @@ def _load_dpr_encoder(path: str, config, name: str):
     cls = getattr(transformers, found[0])
     with _quiet_transformers():
         try:
-            dpr, info = cls.from_pretrained(path, config=config, output_loading_info=True)
+            dpr, info = cls.from_pretrained(path, config=config, output_loading_info=True, **_float32())
         except (OSError, ValueError) as e:
             raise InputError(name, f"cannot load the {found[0]}: {e}")
         bert = getattr(dpr, DPR_ENCODERS[found[0]]).bert_model
         model = BertModel(_bert_config_of(config), add_pooling_layer=False)
         model.load_state_dict(bert.state_dict())
-    model.to(dtype=next(bert.parameters()).dtype)
     missing = list(info.get("missing_keys", []))
     if missing:
         log.warning("%s: %d weights not in the %s checkpoint were randomly initialised: %s", name, len(missing),
