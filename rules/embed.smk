@@ -10,6 +10,7 @@ rule embed_shard:
         vectors=SHARD_VECTORS,
         ids=SHARD_IDS,
         sentence_numbers=SHARD_SENTENCE_NUMBERS,
+        stats=SHARD_STATS,
     wildcard_constraints:
         pmodel=DENSE_MODEL,
     log:
@@ -38,6 +39,7 @@ rule embed_shard:
         " --num-shards {params.shards:q} --batch-size {params.batch_size:q} {params.fp16:q} --precision {params.precision:q}"
         " --backend {params.backend:q}"
         " --vectors {output.vectors:q} --ids {output.ids:q} --sentence-numbers {output.sentence_numbers:q}"
+        " --stats {output.stats:q}"
         " {params.sentences:q} 2> {log:q}"
 
 

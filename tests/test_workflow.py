@@ -158,13 +158,17 @@ def test_pipeline_end_to_end_on_tiny_config(repo, tmp_path, tiny_bert):
     assert [p.name for p in (tmp_path / HOSTILE_DIR).iterdir()] == ["results"]
     # the regression pins (config/pins.yaml, run "ci"): every cell as pinned on this kind of CPU
     # (ci@<machine>), or as on one of the kinds it was pinned on; each moved cell named
-    from dcsr.evaluation.pins import check_variants, failures, report
+    from dcsr.evaluation.pins import check_variants, report
 
-    variant, cells, problems, _same = check_variants(repo / "config" / "pins.yaml", "ci",
-                                                     results / "tables" / "dpr_dcsr.csv")
-    print(f"pins {variant}:\n" + report(cells, problems))
-    assert not failures(cells, problems), f"pinned numbers moved (config/pins.yaml, run {variant}):\n" + "\n".join(
-        failures(cells, problems)) + "\n\n" + report(cells, problems)
+    check = check_variants(repo / "config" / "pins.yaml", "ci", results / "tables" / "dpr_dcsr.csv")
+    print(f"pins {check.variant}:\n" + report(check.cells, check.problems))
+    assert not check.unpinned and not check.failures(), (
+        f"pinned numbers moved (config/pins.yaml, run {check.variant}):\n" + "\n".join(check.failures())
+        + "\n\n" + report(check.cells, check.problems))
+    # the kind its embedding jobs recorded: this CPU in fp32 with torch (config/ci.yaml)
+    from dcsr.evaluation.pins import kind_key, table_kind
+
+    assert table_kind(results / "tables" / "dpr_dcsr.csv") == kind_key("cpu", "fp32", "torch")
     rows = list(csv.DictReader(open(results / "tables" / "dpr_dcsr.csv")))
     got = {(row["row"], row["test_set"], row["metric"]): float(row["ours"]) for row in rows}
     labels = ("BM25", "Untrained MiniLM (passages)", "Untrained MiniLM (sentences + HasAns)", "DPR", "DCSR")

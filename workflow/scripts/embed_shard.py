@@ -5,6 +5,8 @@ import json
 import logging
 
 from dcsr.cli import script
+from dcsr.evaluation.pins import kind_key
+from dcsr.fsutil import atomic_open
 from dcsr.retrieval.embed import embed_corpus_shard
 from dcsr.settings import EMBED_BACKENDS
 
@@ -27,12 +29,17 @@ def main():
     ap.add_argument("--ids", required=True)
     ap.add_argument("--sentence-numbers", default=None, help="output: sentence number of each vector (.npy)")
     ap.add_argument("--sentences", default=None, help="DCSR: the corpus's sentence table")
+    ap.add_argument("--stats", default=None, help="output: the shard's stats and kind (.json; dcsr.evaluation.pins)")
     a = ap.parse_args()
     stats = embed_corpus_shard(a.model, a.corpus, a.shard, a.num_shards, a.vectors, a.ids,
                                batch_size=a.batch_size, max_length=a.max_length, fp16=a.fp16, device=a.device,
                                sentences=a.sentences, out_sentences=a.sentence_numbers, precision=a.precision,
                                backend=a.backend)
+    stats["kind"] = kind_key(stats["device"], stats["precision"], stats["backend"], stats["device_name"])
     logging.info("done: %s", json.dumps(stats))
+    if a.stats:
+        with atomic_open(a.stats, "w", encoding="utf-8") as fh:
+            json.dump(stats, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     SHARD_VECTORS = f"{results}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"
     SHARD_IDS = f"{results}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.ids.npy"
     SHARD_SENTENCE_NUMBERS = f"{results}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.sents.npy"
+    # what embedded the shard: its stats and kind (device, compute precision, runtime; dcsr.evaluation.pins)
+    SHARD_STATS = f"{results}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.json"
     SHARD_INDEX = f"{results}/index/{{corpus}}/{{pmodel}}/shard-{{shard}}.faiss"
     # one search job per passage-encoder shard answers every question set searched against it
     SHARD_HITS_DIR = f"{results}/hits/{{corpus}}/{{pmodel}}/shard-{{shard}}"

@@ -320,7 +320,8 @@ def embed_corpus_shard(
         _save_npy(Path(out_sentences), np.asarray(sent_no, dtype=np.int32))
     return {"shard": shard, "passages": len(ids), "vectors": int(len(vec_ids)), "dim": int(vecs.shape[1]),
             "dtype": "float16" if fp16 else "float32", "precision": compute, "backend": backend,
-            "method": meta.get("method", "dpr")}
+            "method": meta.get("method", "dpr"), "device": dev.type,
+            "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None}
 
 
 def embed_questions(
