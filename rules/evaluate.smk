@@ -65,7 +65,7 @@ rule evaluate_topk:
 
 
 # Answer-match qrels pooled over every run of a test set (TREC pooling: each run's judged hits,
-# to the depth it was scored at), so that every row's standard measures (tables.<t>.measures)
+# to the depth it was judged at: the deepest top-k, and at least the measures' cutoff 10), so that every row's standard measures (tables.<t>.measures)
 # are computed against the same judgments.
 rule pool_qrels:
     input:
@@ -80,7 +80,7 @@ rule pool_qrels:
     params:
         script=f"{SCRIPTS}/pool_qrels.py",
         code=plan.code_version("pool_qrels.py"),
-        depth=max(config["evaluate"]["ks"]),
+        depth=judged_depth(config["evaluate"]["ks"]),
     threads: 1
     resources:
         mem_mb=plan.resources_for("pool_qrels", "mem_mb"),

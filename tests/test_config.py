@@ -143,3 +143,28 @@ def test_shards_follow_the_corpus_size_where_the_config_knows_it():
     assert [corpus_shards(cfg, c) for c in cfg["corpora"]] == [43, 3, 1, 3, 7, 7]
     del cfg["embed"]["passages_per_shard"]
     assert corpus_shards(cfg, "wiki") == 7
+
+
+@pytest.mark.parametrize("change, key, message", [
+    ({"evaluate": {"ks": [1, 5, 20, 100]}, "search": {"k": 20}}, "search.k",
+     "is 20, but the tables read top-100 (evaluate.ks)"),
+    ({"evaluate": {"ks": [1, 5, 20, 100]}, "bm25": {"k": 50}}, "bm25.k", "is 50, but the tables read top-100"),
+    ({"evaluate": {"ks": [1, 5]}, "search": {"k": 5}}, "search.k",
+     "is 5, but the tables read hits to rank 10 (the pooled measures' cutoff; evaluate.ks goes to 5)"),
+    ({"mining": {"depth": 10, "negatives": 30}}, "mining.negatives", "is 30, more than the 10 hits mined"),
+    ({"bm25": {"depth": 2, "negatives": 3}}, "bm25.negatives", "is 3, more than the 2 hits mined"),
+])
+def test_a_depth_read_deeper_than_the_runs_hold_is_refused_naming_both_keys(cfg, change, key, message):
+    """Top-100 of a run of 20 hits would repeat top-20 in the table, silently (it did)."""
+    for section, values in change.items():
+        cfg.setdefault(section, {}).update(values)
+    with pytest.raises(InputError) as e:
+        check_config(cfg)
+    assert str(e.value).startswith(f"config: {key}: {message}"), str(e.value)
+    assert ("evaluate.ks" if key.endswith(".k") else "depth") in str(e.value)
+
+
+def test_the_runs_are_judged_and_pooled_to_the_pooled_measures_cutoff():
+    from dcsr.evaluation.trec_eval import judged_depth
+
+    assert judged_depth([1, 5]) == 10 and judged_depth([1, 5, 20, 100]) == 100

@@ -20,6 +20,7 @@ from dcsr.data.passage_store import load_passages
 from dcsr.fsutil import atomic_open
 from dcsr.settings import SECTIONS
 from dcsr.data.runs import read_trec
+from dcsr.evaluation.trec_eval import judged_depth
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         raise InputError(str(run_trec), f"lacks {len(absent)} of the {len(qas)} questions of {qas_path} "
                                         f"(0-based: {shown}); search them again (a run lists every question, "
                                         "one without hits as a '# no hits: QID' line)")
-    depth = max(ks)
+    depth = judged_depth(ks)  # the per-question results are judged to the pooled measures' cutoff too
     wanted = {pid for hits in run.values() for pid, _ in hits[:depth]}
     texts = load_passages(corpus_tsv, wanted)
     missing = wanted - texts.keys()

@@ -44,6 +44,14 @@ from dcsr.fsutil import atomic_open
 Qrels = dict[str, dict[str, int]]  # {qid: {docid: relevance}}
 
 GOLD_MEASURES = ("RR@10", "nDCG@10", "R@20", "R@100")
+POOLED_CUTOFF = 10  # the deepest cutoff of the measures against pooled qrels (RR@10, nDCG@10)
+
+
+def judged_depth(ks: Sequence[int]) -> int:
+    """How deep each run's hits are judged (its per-question results) and pooled: to the
+    deepest top-k, and at least to the pooled measures' cutoff, so that nDCG@10's ranks 6-10
+    are judged when ``evaluate.ks`` stops at 5."""
+    return max(max(ks), POOLED_CUTOFF)
 
 
 def answer_match_qrels(questions_jsonl: str | os.PathLike) -> Qrels:

@@ -164,6 +164,7 @@ def check_config(cfg: dict) -> None:
                                                                     "or both map the same test sets to models")
     if "attribution" in cfg:
         check_attribution(cfg)
+    check_depths(cfg)
     for i, claim in enumerate(cfg.get("claims", [])):
         if claim["test_set"] not in datasets:
             raise InputError(_key("claims", i, "test_set"), f"names dataset {claim['test_set']!r}, which is not under 'datasets'")
@@ -174,6 +175,39 @@ def check_config(cfg: dict) -> None:
             for model in claim_pair(claim[side]):
                 if model != "bm25" and model not in models:
                     raise InputError(_key("claims", i, side), f"names model {model!r}, which is not under 'models' (or bm25)")
+
+
+def check_depths(cfg: dict) -> None:
+    """Every depth the pipeline reads within the depth its runs hold: top-k and the pooled
+    measures' judgments (:func:`dcsr.evaluation.trec_eval.judged_depth`) within ``search.k``
+    (dense runs, and so a hybrid's dense side) and ``bm25.k`` (BM25's runs, where a table or
+    claim reads them); hard negatives within the hits mined. A run shorter than the depth
+    read would score its missing ranks as misses: the table's top-100 would repeat top-20."""
+    from dcsr.evaluation.trec_eval import judged_depth
+
+    def setting(key):
+        section, sub = key.split(".")
+        return cfg.get(section, {}).get(sub, SECTIONS[section][sub].default)
+
+    ks = setting("evaluate.ks")
+    need = judged_depth(ks)
+    what = (f"top-{max(ks)} (evaluate.ks)" if need == max(ks) else
+            f"hits to rank {need} (the pooled measures' cutoff; evaluate.ks goes to {max(ks)})")
+    rows = [row for table in cfg["tables"].values() for row in table["rows"]]
+    dense = any(row.get("retriever") != "bm25" for row in rows) or "attribution" in cfg or any(
+        side != "bm25" for claim in cfg.get("claims", []) for side in (claim["baseline"], claim["method"]))
+    bm25 = any(row.get("retriever") in ("bm25", "hybrid") for row in rows) or any(
+        side == "bm25" for claim in cfg.get("claims", []) for side in (claim["baseline"], claim["method"]))
+    for used, key in ((dense, "search.k"), (bm25, "bm25.k")):
+        if used and setting(key) < need:
+            raise InputError(_key(*key.split(".")), f"is {setting(key)}, but the tables read {what}: a run of {setting(key)} hits "
+                             f"would count every deeper rank as a miss; raise {key} to at least {need} or lower "
+                             "evaluate.ks")
+    for section in ("bm25", "mining"):
+        negatives, depth = setting(f"{section}.negatives"), setting(f"{section}.depth")
+        if negatives > depth:
+            raise InputError(_key(section, "negatives"), f"is {negatives}, more than the {depth} hits mined per "
+                             f"question ({section}.depth)")
 
 
 def check_init(init, encoders: dict, model: str) -> None:
