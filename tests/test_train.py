@@ -457,3 +457,89 @@ def test_a_truncated_trainer_state_is_set_aside_not_failed_on_every_rerun(tmp_pa
     assert len(aside) == 1 and "trainer_state.pt cannot be read" in aside[0], messages
     assert any(m.startswith("starting from") for m in messages)
     assert _same_weights(_weights(tmp_path / "out1"), _weights(tmp_path / "out2"))
+
+
+class _Planted:
+    """What a planted trainer_state.pt could hold: unpickling it calls ``open(path, "w")``,
+    which creates a file (any other call would run as easily)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def test_a_planted_trainer_state_is_refused_not_unpickled(tmp_path, tiny_bert, data):
+    """A trainer_state.pt holding more than tensors and plain values (a pickle that would run
+    code when loaded) is refused at resume with a message naming it; nothing of it runs."""
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 1}
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out1", tmp_path / "ck", log=lambda m: None)
+    state = tmp_path / "ck" / "last" / "trainer_state.pt"
+    planted = tmp_path / "planted-ran"
+    torch.save({"optimizer": _Planted(planted), "step": 8}, state)
+    with pytest.raises(InputError) as e:
+        train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out2", tmp_path / "ck", log=lambda m: None)
+    assert not planted.exists(), "the planted pickle ran"
+    assert e.value.where == str(state)
+    assert "(io.open)" in e.value.problem and "not loaded" in e.value.problem
+    assert not (tmp_path / "out2").exists()
+
+
+def test_the_saved_random_state_restores_every_stream_exactly(tmp_path):
+    """The random state a checkpoint keeps (Python's, NumPy's, torch's) loads as plain values
+    (weights_only) and puts every stream back where it was, cached Gaussians included."""
+    import random
+
+    import numpy as np
+
+    from dcsr.training.checkpoint_state import _rng_state, _set_rng_state, load_trainer_state
+
+    random.gauss(0, 1)  # Python and NumPy cache the second of a pair of Gaussians
+    np.random.standard_normal()
+
+    def draw():
+        return (random.random(), random.gauss(0, 1), np.random.rand(3).tolist(), np.random.standard_normal(),
+                torch.rand(3).tolist())
+
+    torch.save({"rng": [_rng_state()]}, tmp_path / "trainer_state.pt")
+    expected = draw()
+    state = load_trainer_state(tmp_path / "trainer_state.pt")
+    _set_rng_state(state["rng"][0])
+    assert draw() == expected
+    # a checkpoint written before the state was stored as plain values (NumPy's as an array) still resumes
+    older = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    torch.save({"rng": [older]}, tmp_path / "older.pt")
+    expected = draw()
+    _set_rng_state(load_trainer_state(tmp_path / "older.pt")["rng"][0])
+    assert draw() == expected
+
+
+def test_cuda_random_states_restore_on_the_devices_this_process_sees(monkeypatch):
+    """A checkpoint of a process that saw 2 GPUs, resumed where 1 is visible, restores the one
+    (set_rng_state_all raised IndexError) and says the run is not bit for bit an uninterrupted
+    one; with more devices than saved, the saved ones are restored, and it says so too."""
+    from dcsr.training.checkpoint_state import _rng_state, _set_rng_state
+
+    visible, restored = {"n": 1}, []
+
+    def set_rng_state(new_state, device="cuda"):
+        index = device if isinstance(device, int) else torch.device(device).index or 0
+        if index >= visible["n"]:
+            raise IndexError("list index out of range")
+        restored.append((index, int(new_state[0])))
+
+    saved = {**_rng_state(), "cuda": [torch.tensor([1], dtype=torch.uint8), torch.tensor([2], dtype=torch.uint8)]}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible["n"])
+    monkeypatch.setattr(torch.cuda, "set_rng_state", set_rng_state)
+    monkeypatch.setattr(torch.cuda.random, "set_rng_state", set_rng_state)  # what set_rng_state_all calls
+    note = _set_rng_state(saved)
+    assert restored == [(0, 1)]
+    assert "2 CUDA devices" in note and "1 is visible" in note and "not bit for bit" in note
+    visible["n"], restored[:] = 3, []
+    note = _set_rng_state(saved)
+    assert restored == [(0, 1), (1, 2)] and "3 are visible" in note
+    visible["n"], restored[:] = 2, []
+    assert _set_rng_state(saved) is None and restored == [(0, 1), (1, 2)]

@@ -1,10 +1,13 @@
 """What a training checkpoint holds beside the weights, and when it is resumed: the file names
 of ``<checkpoint_dir>/last``, the fingerprint of everything that determines the model (a
 checkpoint resumes only on an exact match), setting aside a checkpoint that does not match or
-cannot be read, recovering one a kill left mid-swap, and every process's random state."""
+cannot be read, recovering one a kill left mid-swap, and every process's random state, kept as
+tensors and plain values so that the state loads with ``weights_only`` (a planted
+``trainer_state.pt`` is refused, not unpickled)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -15,22 +18,78 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
+from dcsr.errors import InputError
 from dcsr.settings import NOT_IN_FINGERPRINT
 from dcsr.training.fingerprint import file_identity, init_identity
 
 def _rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """This process's random streams (Python's, NumPy's, torch's, every visible CUDA device's) as
+    tensors and plain values, so that :func:`load_trainer_state` reads them back without
+    unpickling anything else."""
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"python": {"version": version, "state": list(internal), "gauss": gauss},
+             "numpy": {"kind": str(kind), "keys": [int(k) for k in keys], "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+             "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
-def _set_rng_state(state: Mapping[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+def _set_rng_state(state: Mapping[str, Any]) -> str | None:
+    """Put this process's random streams back to ``state`` (of :func:`_rng_state`, or the tuples
+    that checkpoints before it held). Returns a note to show when the CUDA devices saved and
+    those visible now differ in number (then the first min of both are restored, and the resumed
+    run is not bit for bit an uninterrupted one), else None."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["state"]), py["gauss"]) if isinstance(py, Mapping) else py)
+    npy = state["numpy"]
+    if isinstance(npy, Mapping):
+        npy = (npy["kind"], np.asarray(npy["keys"], dtype=np.uint32), npy["pos"], npy["has_gauss"],
+               npy["cached_gaussian"])
+    np.random.set_state(npy)
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if "cuda" not in state or not torch.cuda.is_available():
+        return None
+    saved, visible = list(state["cuda"]), torch.cuda.device_count()
+    for index, device_state in enumerate(saved[:visible]):
+        torch.cuda.set_rng_state(device_state, index)
+    if len(saved) == visible:
+        return None
+    restored = min(len(saved), visible)
+    rest = (f", the other {visible - restored} start{'s' if visible - restored == 1 else ''} from the seed"
+            if visible > restored else "")
+    return (f"the checkpoint holds the random state of {len(saved)} CUDA device{'s' if len(saved) != 1 else ''} "
+            f"and {visible} {'is' if visible == 1 else 'are'} visible to this process: restored those of the first "
+            f"{restored}{rest}; the resumed run is not bit for bit the one an uninterrupted run would have been")
+
+
+#: NumPy's array and dtype, in which checkpoints from before :func:`_rng_state` stored plain values
+#: held NumPy's random state; rebuilding them calls nothing else.
+_OLDER_STATE_GLOBALS = [np.dtype, np.ndarray, type(np.dtype(np.uint32)),
+                        (getattr(np, "_core", None) or np.core).multiarray._reconstruct]
+
+
+def load_trainer_state(state_file: Path) -> dict:
+    """A checkpoint's ``trainer_state.pt``, loaded with ``weights_only``: tensors and plain values
+    only (and the NumPy arrays of older checkpoints). Anything else, which unpickling would run
+    (a planted file), is an :class:`~dcsr.errors.InputError` naming the file; nothing of it runs."""
+    import pickle
+    import re
+
+    allow = getattr(torch.serialization, "safe_globals", None)  # a torch without it reads no older state
+    try:
+        with allow(_OLDER_STATE_GLOBALS) if allow is not None else contextlib.nullcontext():
+            return torch.load(state_file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL (\S+) was not an allowed global", str(e))
+        what = f" ({found.group(1)})" if found else ""
+        raise InputError(str(state_file), f"holds an object other than tensors and plain values{what}, which "
+                                          "loading would run: not loaded. The checkpoints of this code hold none, "
+                                          "so the file was changed or planted; delete the checkpoint folder "
+                                          f"{Path(state_file).parent} (training then starts over) or put back a "
+                                          "copy you trust") from None
 
 
 LAST = "last"

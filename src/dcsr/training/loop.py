@@ -41,7 +41,7 @@ from dcsr.models.biencoder import build_biencoder, load_biencoder, tie_encoders,
 from dcsr.settings import Settings
 from dcsr.training.checkpoint_state import (FINGERPRINT_FILE, LAST, STATE_FILE, TRAIN_LOG, VALIDATION_FILE,
                                             _recover_last, _rng_state, _set_aside, _set_rng_state, _unreadable,
-                                            fingerprint)
+                                            fingerprint, load_trainer_state)
 from dcsr.training.distributed import DistContext, _amp_dtype, _autocast, global_vectors, nll_loss, setup_distributed
 from dcsr.training.fingerprint import describe_change
 from dcsr.training.gradcache import grad_cache_step
@@ -190,7 +190,7 @@ class Trainer:
         if ctx.enabled:  # rank 0 decided; everyone then reads the same state
             dist.barrier()
             last = self.checkpoint_dir / LAST if (self.checkpoint_dir / LAST / STATE_FILE).is_file() else None
-        self.state = torch.load(last / STATE_FILE, map_location="cpu", weights_only=False) if last is not None else None
+        self.state = load_trainer_state(last / STATE_FILE) if last is not None else None
 
         # Same seed in every process for anything random in building the model; dropout then
         # gets a per-process stream.
@@ -254,7 +254,8 @@ class Trainer:
             self.history = list(state["validation"])
             rng = state["rng"]
             if len(rng) == ctx.world:
-                _set_rng_state(rng[ctx.rank])
+                if (note := _set_rng_state(rng[ctx.rank])) is not None:
+                    self.say(note)
             else:
                 # the global batch is the same (the fingerprint checks it), but the per-process
                 # random streams cannot be carried over: dropout masks differ from here on
