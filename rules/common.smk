@@ -2,6 +2,7 @@
 # (dcsr.pipeline.plan) that the rules ask their inputs and arguments of, the path patterns,
 # the shell prefix, and the wildcards' shapes.
 import json
+import os
 import shlex
 import sys
 
@@ -13,7 +14,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution.analysis import fraction_of  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.evaluation.trec_eval import judged_depth  # noqa: E402
-from dcsr.fsutil import ResultsLocked, lock_results  # noqa: E402
+from dcsr.fsutil import RESULTS_ENV, ResultsLocked, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names  # noqa: E402
@@ -51,7 +52,11 @@ def _shell_path(path):
 
 
 _path = "" if USE_CONDA else f"export PATH={_shell_path(Path(sys.executable).parent)}:\"$PATH\"; "
-shell.prefix(f"set -euo pipefail; {_path}export PYTHONPATH={_shell_path(Path(workflow.basedir) / 'src')}\"${{{{PYTHONPATH:+:$PYTHONPATH}}}}\"; ")
+# Every job knows the results folder, so that no write of dcsr.fsutil.atomic_path follows a link
+# planted under it to a folder outside it.
+os.environ[RESULTS_ENV] = os.path.abspath(plan.results)
+_results_env = f"export {RESULTS_ENV}={_shell_path(os.environ[RESULTS_ENV])}; "
+shell.prefix(f"set -euo pipefail; {_path}{_results_env}export PYTHONPATH={_shell_path(Path(workflow.basedir) / 'src')}\"${{{{PYTHONPATH:+:$PYTHONPATH}}}}\"; ")
 
 
 # One run at a time writes a results folder, whichever directory it was started from (Snakemake
@@ -62,7 +67,7 @@ _RESULTS_LOCK = []
 onstart:
     try:
         _RESULTS_LOCK.append(lock_results(plan.results))
-    except ResultsLocked as e:
+    except (ResultsLocked, InputError) as e:
         raise WorkflowError(str(e))
 
 

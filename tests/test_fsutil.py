@@ -137,3 +137,60 @@ def test_a_full_disk_is_one_line_naming_the_file(capsys):
     assert e.value.code == 2 and len(err) == 1
     assert err[0] == ("error: /results/index/shard-0.faiss.tmp: No space left on device; free space on that disk (or "
                       "point results: or TMPDIR elsewhere) and run again: no partial output was kept")
+
+
+def test_a_lock_file_planted_as_a_link_out_of_results_is_refused_and_its_target_untouched(tmp_path):
+    """A ``.dcsr-run.lock`` that is a symbolic link (to a user's file outside results:) is not
+    opened through: the run stops with one line, and the file it points to keeps its bytes."""
+    from dcsr.errors import InputError
+    from dcsr.fsutil import lock_results
+
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / ".dcsr-run.lock").symlink_to(victim)
+    with pytest.raises(InputError) as e:
+        lock_results(results)
+    assert str(e.value) == (f"{results / '.dcsr-run.lock'}: is a symbolic link; the lock file of a results folder "
+                            "is never opened through a link: remove it and run again")
+    assert victim.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("link", ["tables", "tables/deep"])
+def test_an_output_under_a_results_link_to_outside_is_refused(tmp_path, monkeypatch, link):
+    """A folder under results: planted as a link to another folder: no write goes through it
+    (the table would land in the other folder); nothing is written there, not even a temp file."""
+    from dcsr.errors import InputError
+    from dcsr.fsutil import RESULTS_ENV
+
+    results, outside = tmp_path / "results", tmp_path / "elsewhere"
+    outside.mkdir()
+    (results / link).parent.mkdir(parents=True, exist_ok=True)
+    (results / link).symlink_to(outside, target_is_directory=True)
+    monkeypatch.setenv(RESULTS_ENV, str(results))
+    final = results / "tables" / "deep" / "t.md"
+    with pytest.raises(InputError) as e:
+        with atomic_open(final) as fh:
+            fh.write("| forged |\n")
+    assert str(e.value) == (f"{final}: {results / link} is a symbolic link to {outside}, outside the results folder "
+                            f"{results}; no output is written through a link out of results: (remove the link)")
+    assert list(outside.rglob("*")) == []
+
+
+def test_links_inside_results_and_a_linked_results_folder_are_written_through(tmp_path, monkeypatch):
+    """What stays legal: results: itself a link (to scratch space, say), and a link under results:
+    to another folder under it."""
+    from dcsr.fsutil import RESULTS_ENV
+
+    scratch = tmp_path / "scratch"
+    (scratch / "real").mkdir(parents=True)
+    results = tmp_path / "results"
+    results.symlink_to(scratch, target_is_directory=True)
+    (scratch / "alias").symlink_to(scratch / "real", target_is_directory=True)
+    monkeypatch.setenv(RESULTS_ENV, str(results))
+    with atomic_open(results / "alias" / "t.md") as fh:
+        fh.write("ok")
+    with atomic_open(tmp_path / "not-under-results.txt") as fh:  # outside results: is not this check's business
+        fh.write("ok")
+    assert (scratch / "real" / "t.md").read_text() == "ok"

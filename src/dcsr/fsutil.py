@@ -10,8 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+
+from dcsr.errors import InputError
+
+#: The environment variable that names the results folder to a job (``rules/common.smk`` sets it
+#: for Snakemake and exports it in every job's shell): :func:`atomic_path` writes nothing under it
+#: through a symbolic link that leads out of it.
+RESULTS_ENV = "DCSR_RESULTS"
 
 
 def fsync_file(path: str | os.PathLike) -> None:
@@ -60,6 +68,43 @@ def replace_durably(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     fsync_dir(Path(dst).parent)
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_inside_results(final: str | os.PathLike, results: str | os.PathLike | None = None) -> None:
+    """Refuse to write ``final`` when it lies under the results folder (``results``, default the
+    :data:`RESULTS_ENV` variable; no check without either) but a folder on its way there is a
+    symbolic link that leads out of the results folder: a link planted under results: (by whoever
+    wrote that folder before) would otherwise carry an output, or the temporary file beside it,
+    into any folder this process may write. The results folder itself may be a link (to scratch
+    space, say), and so may a folder under it that leads to another folder under it. ``final``
+    itself is not followed: it is replaced by a rename, which replaces a link, not its target."""
+    results = os.environ.get(RESULTS_ENV) if results is None else results
+    if not results:
+        return
+    root = os.path.abspath(results)
+    path = os.path.abspath(final)
+    if not _inside(path, root) or path == root:
+        return
+    real_root = os.path.realpath(root)
+    parent = os.path.dirname(path)
+    if _inside(os.path.realpath(parent), real_root):
+        return
+    # name the first link on the way that leads out
+    parts = os.path.relpath(parent, root).split(os.sep)
+    here = root
+    for part in parts:
+        here = os.path.join(here, part)
+        if os.path.islink(here) and not _inside(os.path.realpath(here), real_root):
+            raise InputError(str(final), f"{here} is a symbolic link to {os.path.realpath(here)}, outside the "
+                                         f"results folder {results}; no output is written through a link out of "
+                                         "results: (remove the link)")
+    raise InputError(str(final), f"leads out of the results folder {results} through a symbolic link "
+                                 f"(to {os.path.realpath(parent)}); no output is written through a link out of "
+                                 "results: (remove the link)")
+
+
 @contextlib.contextmanager
 def atomic_path(final: str | os.PathLike, suffix: str = ""):
     """Yield a temporary path next to ``final``; rename it onto ``final`` on success.
@@ -67,8 +112,11 @@ def atomic_path(final: str | os.PathLike, suffix: str = ""):
     On any exception the temporary file or directory is removed and ``final`` is
     left untouched, so a crash never leaves a partial output under the final name.
     What was written is fsynced before the rename, the parent directory after it.
+    Under the results folder, nothing is written through a link that leads out of it
+    (:func:`check_inside_results`).
     """
     final = Path(final)
+    check_inside_results(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
     os.close(fd)
@@ -118,7 +166,20 @@ def lock_results(results: str | os.PathLike):
 
     folder = Path(results)
     folder.mkdir(parents=True, exist_ok=True)
-    fh = open(folder / ".dcsr-run.lock", "a+", encoding="utf-8")
+    lock = folder / ".dcsr-run.lock"
+    # never through a link: a lock file planted as a link to a user's file would be truncated
+    # and overwritten (O_NOFOLLOW: the open fails on a link, whatever it points to)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if os.path.islink(lock):
+            raise InputError(str(lock), "is a symbolic link; the lock file of a results folder is never opened "
+                                        "through a link: remove it and run again") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(str(lock), "is not a regular file; remove it and run again")
+    fh = open(fd, "a+", encoding="utf-8")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
