@@ -543,3 +543,32 @@ def test_cuda_random_states_restore_on_the_devices_this_process_sees(monkeypatch
     assert restored == [(0, 1), (1, 2)] and "3 are visible" in note
     visible["n"], restored[:] = 2, []
     assert _set_rng_state(saved) is None and restored == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("omp, affinity, local, expected", [
+    ("16", 64, "8", 2),  # Snakemake's threads for the job, over torchrun's 8 processes
+    ("3", 64, "8", 1),  # never fewer than one
+    (None, 12, "4", 3),  # no OMP_NUM_THREADS: the cores the job may run on
+])
+def test_each_process_of_a_node_takes_its_share_of_the_jobs_threads(monkeypatch, omp, affinity, local, expected):
+    """torchrun's processes inherit the job's OMP_NUM_THREADS; each takes job threads //
+    LOCAL_WORLD_SIZE (all of them each, 8 processes ran 8x the job's threads), for torch and
+    for the processes it starts, and the log says so."""
+    import torch.distributed as dist
+
+    for key, value in (("WORLD_SIZE", local), ("RANK", "1"), ("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", local)):
+        monkeypatch.setenv(key, value)
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)), raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # no process group is started here
+    ctx, started = setup_distributed()
+    assert (ctx.world, ctx.rank, started) == (int(local), 1, False)
+    assert torch.get_num_threads() == expected
+    assert os.environ["OMP_NUM_THREADS"] == str(expected)
+    job = omp or affinity
+    assert ctx.threads.startswith(f"{expected} torch thread(s) per process: the job's {job} (")
+    assert ctx.threads.endswith(f"over {local} process(es) on this node")

@@ -1,6 +1,7 @@
 """Where and how training computes: the process group (one process, or torchrun's DDP over
-GPUs or gloo on CPU), gathering question and passage vectors from every process, the NLL loss
-on the global score matrix (as DPR's ``_calc_loss``), and the autocast precision of ``amp``."""
+GPUs or gloo on CPU) and each process's share of the job's threads, gathering question and
+passage vectors from every process, the NLL loss on the global score matrix (as DPR's
+``_calc_loss``), and the autocast precision of ``amp``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class DistContext:
     world: int = 1
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    threads: str = ""  # how the process's threads were chosen (thread_budget), for the log
 
     @property
     def enabled(self) -> bool:
@@ -32,11 +34,44 @@ class DistContext:
         return self.rank == 0
 
 
+def thread_budget(environ=os.environ) -> tuple[int, str]:
+    """``(threads, why)``: this process's share of its job's CPU threads, and where it came from.
+
+    The job's threads are ``OMP_NUM_THREADS`` (Snakemake sets it to the job's ``threads``, and
+    torchrun passes it to every process it starts), else the cores this process may run on
+    (``os.sched_getaffinity``). The ``LOCAL_WORLD_SIZE`` processes torchrun starts on a node share
+    them: each takes ``max(1, job threads // LOCAL_WORLD_SIZE)``, where each used to take them all
+    (8 processes of a 16-thread job ran 128 threads on 16 cores)."""
+    local = max(1, int(environ.get("LOCAL_WORLD_SIZE") or 1))
+    omp = (environ.get("OMP_NUM_THREADS") or "").strip()
+    if omp.isdigit() and int(omp) > 0:
+        job, source = int(omp), "OMP_NUM_THREADS"
+    else:
+        try:
+            job, source = len(os.sched_getaffinity(0)), "the cores this process may run on"
+        except AttributeError:  # not Linux
+            job, source = os.cpu_count() or 1, "the machine's cores"
+    threads = max(1, job // local)
+    return threads, (f"{threads} torch thread(s) per process: the job's {job} ({source}) over {local} process(es) "
+                     "on this node")
+
+
 def setup_distributed() -> tuple[DistContext, bool]:
     """Read torchrun's RANK / WORLD_SIZE / LOCAL_RANK; start a process group when WORLD_SIZE > 1.
 
+    With several processes on a node (``LOCAL_WORLD_SIZE`` > 1) each takes its share of the job's
+    threads (:func:`thread_budget`): ``torch.set_num_threads`` and ``OMP_NUM_THREADS`` for the
+    processes it starts (data loader workers). One process keeps torch's own count (which torch
+    takes from ``OMP_NUM_THREADS`` too), so that an explicit ``torch.set_num_threads`` stands.
+
     Returns ``(context, started)``; ``started`` says whether this call created the group.
     """
+    if int(os.environ.get("LOCAL_WORLD_SIZE") or 1) > 1:
+        threads, why = thread_budget()
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+    else:
+        why = f"{torch.get_num_threads()} torch thread(s) in one process"
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -50,7 +85,7 @@ def setup_distributed() -> tuple[DistContext, bool]:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo")
         started = True
-    return DistContext(rank, world, local_rank, device), started
+    return DistContext(rank, world, local_rank, device, why), started
 
 
 def gather_rows(local: Tensor, ctx: DistContext) -> tuple[Tensor, list[int]]:
@@ -103,8 +138,9 @@ def nll_loss(q: Tensor, p: Tensor, targets: Tensor) -> tuple[Tensor, int]:
 
 def _amp_dtype(setting: str, device: torch.device):
     """``(autocast dtype or None, use GradScaler)`` for the ``amp`` setting: what
-    :func:`dcsr.models.precision.resolve` makes of it (``auto``: bf16 on CUDA that computes it natively, else fp16
-    with a GradScaler; bf16 on a CPU with AMX or AVX-512 BF16; else none), ``off`` being fp32."""
+    :func:`dcsr.models.precision.resolve` makes of it (``auto``: bf16 on CUDA that computes it
+    natively, else fp16 with a GradScaler; bf16 on a CPU with AMX or AVX-512 BF16; else none),
+    ``off`` being fp32."""
     from dcsr.models.precision import resolve
 
     if setting == "fp16" and device.type != "cuda":

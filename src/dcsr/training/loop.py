@@ -268,8 +268,8 @@ class Trainer:
             self.say(f"starting from {self.init}")
         self.say(f"{len(self.records)} training records, {len(self.dev_records)} dev; {ctx.world} process(es) on "
                  f"{ctx.device}; global batch {self.global_bs}; {self.steps_per_epoch} steps per epoch; "
-                 f"{self.total_steps} steps; warm-up {self.warmup}; amp {self.amp_dtype}; {torch.get_num_threads()} torch "
-                 "threads per process")
+                 f"{self.total_steps} steps; warm-up {self.warmup}; amp {self.amp_dtype}; "
+                 f"{ctx.threads or f'{torch.get_num_threads()} torch thread(s) per process'}")
         self.log_path = self.checkpoint_dir / TRAIN_LOG
         if ctx.main:
             kept = []
