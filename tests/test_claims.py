@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 import yaml
 
@@ -237,3 +238,66 @@ def test_a_claim_on_fewer_than_three_seeds_says_why(tmp_path):
     assert cells == ["1: one seed: the budget", "1 (fewer than 3; no seeds_note says why)",
                      "3 (+25.0 / +25.0 / +25.0; sd 0.0)"]
     assert [r["seeds_note"] for r in rows] == ["one seed: the budget", "", ""]
+
+
+def _seed_runs(rng, n, rates):
+    """``[runs, questions]`` 0/1 outcomes, run i answering each question with probability rates[i]."""
+    return (rng.random((len(rates), n)) < np.asarray(rates)[:, None]).astype(float)
+
+
+def test_with_seeds_the_interval_and_p_include_the_seeds_variation():
+    """Seed-averaged outcomes resampled over questions alone made 3 seeds look like certainty
+    ("Holm p 1.3e-19"): the two-level bootstrap resamples the seeds too."""
+    from dcsr.evaluation.claims import RESAMPLES, compare_seeded
+
+    rng = np.random.default_rng(0)
+    n = 965
+    base = _seed_runs(rng, n, [0.55, 0.55, 0.55])
+    meth = _seed_runs(rng, n, [0.70, 0.58, 0.64])  # every seed better, by 3 to 15 points
+    seeded = compare_seeded(base, meth, seed=1)
+    questions_only = compare_paired(base.mean(axis=0), meth.mean(axis=0), seed=1)
+    assert seeded.difference == pytest.approx(questions_only.difference)
+    assert (seeded.high - seeded.low) > 1.5 * (questions_only.high - questions_only.low)
+    assert seeded.seeds == 3 and seeded.spread > 0
+    assert questions_only.p_value < 1e-7 and seeded.p_value >= 2 / (RESAMPLES + 1)
+    assert compare_seeded(base, meth, seed=1) == seeded  # seeded: the same numbers again
+    # one run a side: the exact sign test, as before
+    assert compare_seeded(base[:1], meth[:1], seed=1) == compare_paired(base[0], meth[0], seed=1)
+
+
+def test_seeds_that_disagree_in_sign_do_not_hold_and_power_comes_from_their_spread(tmp_path):
+    from dcsr.evaluation.claims import SEEDS_DISAGREE
+
+    n = 400
+    base = [1] * 200 + [None] * 200
+    # seed 1 answers 60 more questions than the baseline, seed 2 ten fewer, seed 3 40 more
+    seeds = [[1] * 260 + [None] * 140, [1] * 190 + [None] * 210, [1] * 240 + [None] * 160]
+    rows = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                         "paper_difference": 5.0, "baseline_runs": [str(_run(tmp_path / "b.jsonl", base))],
+                         "method_runs": [str(_run(tmp_path / f"m{i}.jsonl", s)) for i, s in enumerate(seeds)]}])
+    assert rows[0]["seed_differences"] == "+15.0 / -2.5 / +10.0"
+    assert rows[0]["verdict"] == SEEDS_DISAGREE
+    # agreeing seeds with a wide spread: inconclusive, power from the spread, no count of questions
+    seeds = [[1] * 230 + [None] * 170, [1] * 201 + [None] * 199, [1] * 202 + [None] * 198]
+    rows = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                         "paper_difference": 5.0, "baseline_runs": [str(tmp_path / "b.jsonl")],
+                         "method_runs": [str(_run(tmp_path / f"n{i}.jsonl", s)) for i, s in enumerate(seeds)]}])
+    row = rows[0]
+    assert row["verdict"] == "inconclusive at this scale", row
+    assert row["detectable"] > 0 and row["questions_needed"] == ""
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    assert "(from the seeds' and questions' spread)" in (tmp_path / "l.md").read_text()
+
+
+def test_questions_needed_is_printed_as_a_lower_bound(tmp_path):
+    """psi is raised to the difference, the fewest discordant questions it needs: the count is
+    the smallest n, and 286 at psi = delta is 684 at psi = 0.10."""
+    from dcsr.evaluation.power import questions_needed
+
+    assert questions_needed(0.05, 0.05) < questions_needed(0.05, 0.10)
+    a = _run(tmp_path / "a.jsonl", [1] * 50 + [None] * 50)
+    b = _run(tmp_path / "b.jsonl", [1] * 51 + [None] * 49)
+    rows = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                         "paper_difference": 5.0, "baseline_run": str(a), "method_run": str(b)}])
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    assert f"needs at least {rows[0]['questions_needed']:,} questions" in (tmp_path / "l.md").read_text()

@@ -5,9 +5,13 @@ A claim compares two retrievers on one test set at one metric and expects the se
 comparison is paired: the difference of top-k answer recall (points), a 95% bootstrap
 interval over questions (``scipy.stats.bootstrap``, paired, percentile, seeded), and the exact
 sign test on the questions only one of them answers (McNemar's exact test,
-``scipy.stats.binomtest``). A model trained with several seeds (``seeds: n``) enters as each
-question's outcome averaged over its runs (seed k against seed k), so the interval and the
-test count questions, not runs; the difference of every seed's pair is reported beside it.
+``scipy.stats.binomtest``). A model trained with several seeds (``seeds: n``) is compared seed
+k against seed k (a side with one run is repeated), and the statistics include the seeds'
+variation, not only the questions': the interval is a two-level bootstrap that resamples seed
+pairs and, within them, questions; the p-value is that bootstrap's (twice the smaller share of
+resampled differences on either side of 0), so it cannot go below 2 / (resamples + 1) however
+many questions there are; and a claim whose seeds' differences disagree in sign is not held
+(:data:`SEEDS_DISAGREE`). The difference of every seed's pair is reported beside it.
 
 Each claim is tested at the paper's k (``metric``, the headline) and, when the config names it,
 at the k whose share of our corpus matches the paper's share of its 21M passages
@@ -16,9 +20,12 @@ p-values are adjusted together with Holm's step-down method (``statsmodels``), a
 reads the adjusted p: **holds** when the interval lies above 0 and the adjusted p < 0.05;
 **does not hold** when it lies below 0 and the adjusted p < 0.05 (the opposite is
 significant); else **inconclusive at this scale**, with the power figures of
-:mod:`dcsr.evaluation.power`: the smallest difference these questions detect, and the questions
-the paper's difference (``paper_difference``) would need, both at 80% power and at the
-strictest level of Holm's steps (0.05 / tests).
+:mod:`dcsr.evaluation.power`: the smallest difference these questions detect, and at least how
+many questions the paper's difference (``paper_difference``) would need, both at 80% power and
+at the strictest level of Holm's steps (0.05 / tests). Those assume 0/1 outcomes (Connor's
+formula); for seed-averaged outcomes the detectable difference comes from the two-level
+bootstrap's spread instead, and no count of questions is printed (more questions do not shrink
+the seeds' part of it).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dcsr.errors import InputError
-from dcsr.evaluation.power import detectable_difference, questions_needed
+from dcsr.evaluation.power import POWER, _z, detectable_difference, questions_needed
 from dcsr.evaluation.question_results import read_question_results
 from dcsr.fsutil import atomic_open
 
@@ -55,6 +62,8 @@ class Comparison:
     only_baseline: int
     only_method: int
     p_value: float
+    seeds: int = 1  # seed pairs compared: above 1, the interval and p include the seeds' variation
+    spread: float | None = None  # with seeds: the bootstrap's standard deviation of the difference, points
 
     @property
     def verdict(self) -> str:
@@ -68,6 +77,8 @@ class Comparison:
 
 
 INCONCLUSIVE = "inconclusive at this scale"
+#: the verdict of a claim whose seeds' differences point both ways, whatever the interval says
+SEEDS_DISAGREE = "inconclusive: the seeds disagree in sign"
 
 
 def verdict(low: float, high: float, p: float) -> str:
@@ -135,20 +146,62 @@ def paired_outcomes(baseline_jsonl, method_jsonl, k: int) -> tuple[np.ndarray, n
     return a, b
 
 
+def seed_pairs(baseline: np.ndarray, method: np.ndarray) -> np.ndarray:
+    """``[seed pairs, questions]`` differences (method - baseline, as proportions) of seed k
+    against seed k, from :func:`paired_outcomes`' ``[runs, questions]`` outcomes (a side with
+    one run is repeated)."""
+    n = max(len(baseline), len(method))
+    return np.stack([method[i if len(method) > 1 else 0] - baseline[i if len(baseline) > 1 else 0] for i in range(n)])
+
+
+def two_level_bootstrap(pairs: np.ndarray, seed: int = 0, resamples: int = RESAMPLES) -> np.ndarray:
+    """``resamples`` mean differences of ``[seed pairs, questions]`` differences, each drawing the
+    seed pairs with replacement and, for all of them, the questions with replacement (so the
+    spread holds seed-to-seed variation as well as the questions')."""
+    pairs = np.asarray(pairs, dtype=float)
+    runs, n = pairs.shape
+    rng = np.random.default_rng(seed)
+    out = np.empty(resamples)
+    chunk = max(1, 4_000_000 // n)
+    for start in range(0, resamples, chunk):
+        m = min(chunk, resamples - start)
+        seeds = rng.multinomial(runs, np.full(runs, 1 / runs), size=m)  # [m, runs] draw counts
+        questions = rng.multinomial(n, np.full(n, 1 / n), size=m)        # [m, n]
+        out[start:start + m] = np.einsum("ms,sn,mn->m", seeds, pairs, questions) / (runs * n)
+    return out
+
+
+def compare_seeded(baseline: np.ndarray, method: np.ndarray, seed: int = 0) -> Comparison:
+    """The paired comparison of several training runs of each side (``[runs, questions]``
+    outcomes), seed k against seed k: the mean difference, a two-level bootstrap's percentile
+    interval and p-value (:func:`two_level_bootstrap`), and the sign counts of the questions'
+    mean outcomes. One run a side is :func:`compare_paired`."""
+    baseline, method = np.atleast_2d(baseline).astype(float), np.atleast_2d(method).astype(float)
+    pairs = seed_pairs(baseline, method)
+    if len(pairs) == 1:
+        return compare_paired(baseline[0], method[0], seed)
+    boot = two_level_bootstrap(pairs, seed)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    below, above = int(np.sum(boot <= 0)), int(np.sum(boot >= 0))
+    p = min(1.0, 2 * (min(below, above) + 1) / (len(boot) + 1))
+    a, b = baseline.mean(axis=0), method.mean(axis=0)
+    diff = b - a
+    return Comparison(len(a), 100 * float(a.mean()), 100 * float(b.mean()), 100 * float(pairs.mean()),
+                      100 * float(low), 100 * float(high), int(np.sum(diff < 0)), int(np.sum(diff > 0)), p,
+                      seeds=len(pairs), spread=100 * float(boot.std(ddof=1)))
+
+
 def compare_runs(baseline_jsonl, method_jsonl, k: int, seed: int = 0) -> Comparison:
     """One run against one run; or, given lists, several training runs of each side (seed k of
-    one side against seed k of the other; a side with one run is repeated), compared on each
-    question's mean outcome."""
+    one side against seed k of the other; a side with one run is repeated): :func:`compare_seeded`."""
     a, b = paired_outcomes(baseline_jsonl, method_jsonl, k)
-    return compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+    return compare_seeded(a, b, seed)
 
 
 def seed_differences(baseline: np.ndarray, method: np.ndarray) -> list[float]:
     """The difference (points) of seed k's pair for every k, from :func:`paired_outcomes`'
     ``[runs, questions]`` outcomes (a side with one run is repeated)."""
-    n = max(len(baseline), len(method))
-    return [100 * float(method[i if len(method) > 1 else 0].mean() - baseline[i if len(baseline) > 1 else 0].mean())
-            for i in range(n)]
+    return [100 * float(d.mean()) for d in seed_pairs(baseline, method)]
 
 
 #: Seeds a claim should rest on; with fewer, the ledger prints the claim's ``seeds_note`` (why).
@@ -178,12 +231,20 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
     for row, adjusted in zip(rows, holm([r.pop("_p") for r in rows])):
         discordant = row.pop("_discordant")
         row["p_holm"] = float(f"{adjusted:.3g}")
+        spread, diffs = row.pop("_spread"), row.pop("_seed_differences")
         row["verdict"] = verdict(row["ci_low"], row["ci_high"], adjusted)
-        if row["verdict"] == INCONCLUSIVE:  # 80% power: what these questions see, what the paper's difference needs
-            found = detectable_difference(row["questions"], discordant, alpha)
-            row["detectable"] = 100 * found if found is not None else ""
-            if row["paper_difference"] not in ("", 0.0):
-                row["questions_needed"] = questions_needed(row["paper_difference"] / 100, discordant, alpha)
+        if min(diffs) < 0 < max(diffs):  # one seed says the method wins, another that it loses
+            row["verdict"] = SEEDS_DISAGREE
+        if row["verdict"] != INCONCLUSIVE:
+            continue
+        if spread is not None:  # seed-averaged outcomes: their real spread, not Connor's 0/1 formula
+            row["detectable"] = (_z(1 - alpha / 2) + _z(POWER)) * spread
+            continue
+        # 80% power: what these questions see, and at least how many the paper's difference needs
+        found = detectable_difference(row["questions"], discordant, alpha)
+        row["detectable"] = 100 * found if found is not None else ""
+        if row["paper_difference"] not in ("", 0.0):
+            row["questions_needed"] = questions_needed(row["paper_difference"] / 100, discordant, alpha)
     return rows
 
 
@@ -192,7 +253,7 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
     base = list(c.get("baseline_runs") or [c["baseline_run"]])
     meth = list(c.get("method_runs") or [c["method_run"]])
     a, b = paired_outcomes(base, meth, k)
-    r = compare_paired(a.mean(axis=0), b.mean(axis=0), seed)
+    r = compare_seeded(a, b, seed)
     diffs = seed_differences(a, b)
     paper = c.get("paper_difference")
     return {
@@ -208,7 +269,8 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
         "seeds_note": c.get("seeds_note", "") if len(diffs) < MIN_SEEDS else "",
         "verdict": "", "detectable": "", "paper_difference": float(paper) if paper is not None else "",
         "questions_needed": "",
-        "_p": r.p_value, "_discordant": r.discordant,  # unrounded, for Holm and the power figures
+        # unrounded, for Holm, the power figures and the seeds' signs
+        "_p": r.p_value, "_discordant": r.discordant, "_spread": r.spread, "_seed_differences": diffs,
     }
 
 
@@ -229,9 +291,11 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
              f"{tests} tests are one family: their p-values are Holm-adjusted together. Verdict, from the adjusted "
              "p: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else inconclusive at "
              "this scale, with its power at 80% and Holm's strictest level (0.05 / tests): the smallest "
-             "difference these questions detect, and the questions the paper's difference would need. A model "
-             "trained with several seeds enters as each question's outcome averaged over its runs; the "
-             "difference of each seed's pair and their standard deviation show the spread.", "",
+             "difference these questions detect, and at least how many questions the paper's difference would "
+             "need. A model trained with several seeds is compared seed against seed: the interval and p come from "
+             "a two-level bootstrap over seeds and questions (so p is at least 2 / (resamples + 1)), a claim "
+             "whose seeds disagree in sign is not held, and its power is read from that bootstrap's spread; the "
+             "difference of each seed's pair and their standard deviation are shown.", "",
              *[f"**{n}**" for n in notes], *([""] if notes else []),
              "| claim | paper | test set | depth | first | second | questions | first / second | "
              "difference [95% CI] | only first / only second | p | p (Holm) | seeds (difference by seed; sd) | "
@@ -259,8 +323,10 @@ def _seeds_cell(row: Mapping[str, Any]) -> str:
 def _power_cell(row: Mapping[str, Any]) -> str:
     if row["verdict"] != INCONCLUSIVE:
         return "–"
+    if int(row.get("seeds") or 1) > 1 and row["detectable"] != "":
+        return f"detects {row['detectable']:.1f} points or more (from the seeds' and questions' spread)"
     seen = (f"detects {row['detectable']:.1f} points or more" if row["detectable"] != ""
             else "too few questions to detect even 100 points")
     if row["questions_needed"] == "":
         return seen
-    return f"{seen}; the paper's {row['paper_difference']:+.1f} needs {row['questions_needed']:,} questions"
+    return f"{seen}; the paper's {row['paper_difference']:+.1f} needs at least {row['questions_needed']:,} questions"
