@@ -64,7 +64,7 @@ CASES = [
     ("embed-wrong-type", lambda c: c["embed"].update(shards="two"),
      "config: embed.shards: expected int, found 'two'"),
     ("index-gpu-choice", lambda c: c["index"].update(gpu="yes"),
-     "config: index.gpu: expected one of auto, True, False, found 'yes'"),
+     "config: index.gpu: expected one of auto, True, False, torch, found 'yes'"),
     ("search-unknown-key-far-from-all", lambda c: c["search"].update(zzz=1),
      "config: search.zzz: unknown key 'zzz'; valid keys: k"),
     ("evaluate-ks-item", lambda c: c["evaluate"].update(ks=[1, 0]),

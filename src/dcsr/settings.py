@@ -68,6 +68,7 @@ AMP = ("auto", "bf16", "fp16", "off")
 EMBED_BACKENDS = ("auto", "torch", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
+INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.index.place_index
 
 #: What a bi-encoder's training reads (``dcsr.training.loop``). Defaults are DPR's (paper and its
 #: ``biencoder_nq`` config). Every one of them determines the model except those in
@@ -199,9 +200,16 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                      "as nprobe=64 (IVF), efSearch=128 (HNSW) or nprobe=32,quantizer_efSearch=64 "
                                      "(empty: FAISS's defaults, nprobe=1 and efSearch=16); changing it searches "
                                      "again without rebuilding the indexes"),
-        "gpu": _s((str, bool), "auto", "auto: use faiss GPUs when faiss-gpu sees one; true; false",
-                  choices=("auto", True, False)),
-        "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu)", low=0),
+        "gpu": _s((str, bool), "auto", "where each shard index is searched (dcsr.retrieval.index.place_index): "
+                                       "auto (faiss-gpu where faiss sees a GPU; else torch on CUDA for a Flat index "
+                                       "where torch sees a GPU; else faiss on the CPU); true (faiss-gpu, the index "
+                                       "sharded over every GPU, Flat in fp16; an index faiss-gpu cannot hold, such as "
+                                       "SQ8 or HNSW32, stays on the CPU); torch (exact search of a Flat index in torch "
+                                       "on CUDA, fp16 vectors and fp32 scores as faiss-gpu's Flat, for faiss-cpu "
+                                       "beside a CUDA torch; other factories: faiss on the CPU); false (faiss on the "
+                                       "CPU). true and torch without their GPU are an error",
+                  choices=INDEX_GPU),
+        "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu or torch)", low=0),
     },
     "search": {
         "k": _s(int, 100, "passages retrieved per question", low=1),

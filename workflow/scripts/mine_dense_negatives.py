@@ -22,12 +22,14 @@ def main():
     ap.add_argument("--depth", type=int, default=100, help="hits searched per question (DCSR miner: sentences)")
     ap.add_argument("--match-type", choices=["string", "regex"], default="string")
     ap.add_argument("--batch-size", type=int, default=128, help="questions per encoder batch")
-    ap.add_argument("--gpu", choices=["auto", "true", "false"], default="auto", help="FAISS on GPUs")
+    ap.add_argument("--gpu", choices=["auto", "true", "false", "torch"], default="auto",
+                    help="where the shard indexes are searched (index.gpu): auto, true (faiss-gpu), false (faiss on the CPU), "
+                         "torch (Flat indexes in torch on CUDA)")
     ap.add_argument("--device", default="auto", help="question encoder device")
     ap.add_argument("--search-params", default="",
                     help="FAISS ParameterSpace string set on each shard index, such as nprobe=64 (index.search_params)")
     a = ap.parse_args()
-    gpu = {"auto": "auto", "true": True, "false": False}[a.gpu]
+    gpu = {"auto": "auto", "true": True, "false": False, "torch": "torch"}[a.gpu]
     stats = mine_dense_negatives(a.model, a.train, a.corpus, [tuple(s) for s in a.shard], a.output,
                                  n_negatives=a.negatives, depth=a.depth, match_type=a.match_type,
                                  batch_size=a.batch_size, use_gpu=gpu, device=a.device,

@@ -22,12 +22,14 @@ def main():
                     help="DCSR: the sentence-splitting stats; search the top k x (sentences per passage) sentences")
     ap.add_argument("--sentences-per-passage", type=float, default=None,
                     help="DCSR: the k of 100 x k (default: the corpus mean from --sentence-stats)")
-    ap.add_argument("--gpu", choices=["auto", "true", "false"], default="auto")
+    ap.add_argument("--gpu", choices=["auto", "true", "false", "torch"], default="auto",
+                    help="where the shard index is searched (index.gpu): auto, true (faiss-gpu), false (faiss on the CPU), "
+                         "torch (a Flat index in torch on CUDA)")
     ap.add_argument("--search-params", default="",
                     help="FAISS ParameterSpace string set on the index, such as nprobe=64 (empty: FAISS's defaults)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     a = ap.parse_args()
-    gpu = {"auto": "auto", "true": True, "false": False}[a.gpu]
+    gpu = {"auto": "auto", "true": True, "false": False, "torch": "torch"}[a.gpu]
     k = a.k
     if a.sentence_stats or a.sentences_per_passage:
         from dcsr.retrieval.hasans import sentence_search_depth

@@ -1,0 +1,278 @@
+"""Where a shard index is searched (``index.gpu``), tested without a GPU.
+
+faiss-cpu has no GPU, so the faiss-gpu path is exercised with fakes of faiss's GPU functions
+(``get_num_gpus``, ``index_cpu_to_all_gpus``, ``GpuMultipleClonerOptions``) that record what
+they are asked and refuse, as faiss-gpu's ``ToGpuCloner`` does, the index types it has no GPU
+index for. The torch path (exact search of a Flat index) runs here on the CPU in fp32 and must
+rank exactly as FAISS does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dcsr.retrieval.index as index_mod
+from dcsr.errors import InputError
+from dcsr.retrieval.index import index_shard, read_index, search_shard_many
+
+REPO = Path(__file__).resolve().parents[1]
+N, DIM = 1200, 16
+
+
+class FakeClonerOptions:
+    """faiss.GpuMultipleClonerOptions' fields and defaults (faiss/gpu/GpuClonerOptions.h)."""
+
+    def __init__(self):
+        self.useFloat16 = False
+        self.useFloat16CoarseQuantizer = False
+        self.usePrecomputed = False
+        self.shard = False
+        self.shard_type = 1
+        self.common_ivf_quantizer = False
+
+
+class FakeGpuIndex:
+    """What the fake cloner returns: the CPU index, searched as it is, marked as on the GPU."""
+
+    def __init__(self, index):
+        self.cpu = index
+        self.ntotal, self.d = index.ntotal, index.d
+
+    def search(self, x, k):
+        return self.cpu.search(x, k)
+
+
+NOT_ON_GPU = ("Error in virtual faiss::Index* faiss::gpu::ToGpuCloner::clone_Index(const faiss::Index*) at "
+              "/project/faiss/faiss/gpu/GpuCloner.cpp:144: This index type is not implemented on GPU.")
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """faiss with ``n`` fake GPUs; returns the list of ``(index type, options)`` cloned."""
+    import faiss
+
+    calls = []
+
+    def install(n=1, fail=None):
+        def index_cpu_to_all_gpus(index, co=None, ngpu=-1):
+            inner = faiss.downcast_index(index)
+            while isinstance(inner, (faiss.IndexPreTransform, faiss.IndexIDMap)):
+                inner = faiss.downcast_index(inner.index)
+            calls.append((type(inner).__name__, co))
+            if fail:
+                raise RuntimeError(fail)
+            # ToGpuCloner::clone_Index: the types it has a GPU index for, else it throws
+            sq_fp16 = (type(inner) is faiss.IndexScalarQuantizer
+                       and inner.sq.qtype == faiss.ScalarQuantizer.QT_fp16)
+            if not (sq_fp16 or type(inner) in (faiss.IndexFlat, faiss.IndexFlatIP, faiss.IndexFlatL2,
+                                               faiss.IndexIVFFlat, faiss.IndexIVFScalarQuantizer,
+                                               faiss.IndexIVFPQ)):
+                raise RuntimeError(NOT_ON_GPU)
+            return FakeGpuIndex(index)
+
+        monkeypatch.setattr(faiss, "get_num_gpus", lambda: n)
+        monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", index_cpu_to_all_gpus)
+        monkeypatch.setattr(faiss, "GpuMultipleClonerOptions", FakeClonerOptions, raising=False)
+        return calls
+
+    return install
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gpu")
+    rng = np.random.default_rng(0)
+    np.save(folder / "v.npy", rng.normal(size=(N, DIM)).astype(np.float32))
+    np.save(folder / "i.npy", np.arange(N, dtype=np.int64) + 7000)
+    np.save(folder / "q.npy", rng.normal(size=(9, DIM)).astype(np.float32))
+    return folder
+
+
+def _index(folder: Path, factory: str) -> Path:
+    path = folder / (factory.replace(",", "_") + ".faiss")
+    if not path.exists():
+        index_shard(folder / "v.npy", path, factory, train_size=100000, seed=0)
+    return path
+
+
+def _hits(folder: Path, factory: str, out: str, use_gpu, k: int = 10):
+    npz = folder / "hits" / f"{out}.npz"
+    search_shard_many(_index(folder, factory), folder / "i.npy", [(folder / "q.npy", npz)], k, use_gpu=use_gpu,
+                      progress=False)
+    z = np.load(npz)
+    return z["scores"], z["ids"]
+
+
+@pytest.mark.parametrize("factory, cloned, why", [
+    ("Flat", "IndexFlatIP", None),
+    ("SQfp16", "IndexScalarQuantizer", None),
+    ("IVF8,Flat", "IndexIVFFlat", None),
+    ("IVF8,SQ8", "IndexIVFScalarQuantizer", None),
+    ("IVF8,PQ4", "IndexIVFPQ", None),
+    ("PCA8,Flat", "IndexFlatIP", None),
+    ("SQ8", None, "IndexScalarQuantizer (SQ8, SQ4, ...) has no GPU index in FAISS"),
+    ("HNSW32", None, "IndexHNSWFlat has no GPU index in FAISS"),
+    ("PQ4", None, "IndexPQ has no GPU index in FAISS"),
+    ("IVF8,PQ4x4", None, "faiss-gpu's IVF-PQ takes 8-bit codes only, and this one has 4"),
+    ("IVF8_HNSW8,Flat", None, "its coarse quantizer (IndexHNSWFlat) has no GPU index"),
+])
+def test_faiss_gpus_get_what_they_can_hold_and_the_rest_stays_on_the_cpu(shard, fake_gpus, caplog, factory,
+                                                                         cloned, why):
+    """index.gpu auto with faiss-gpu seeing one GPU: Flat and the IVF kinds are cloned sharded
+    and in fp16, SQ8 and HNSW32 (which faiss's ToGpuCloner refuses: 'not implemented on GPU')
+    stay on the CPU with a log line saying why. The hits are the CPU index's either way."""
+    want = _hits(shard, factory, f"{factory}-cpu", use_gpu=False)
+    calls = fake_gpus(n=1)
+    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.index"):
+        index = read_index(_index(shard, factory), use_gpu="auto")
+    if cloned:
+        assert [name for name, _ in calls] == [cloned]
+        co = calls[0][1]
+        assert isinstance(co, FakeClonerOptions) and co.shard and co.useFloat16
+        assert "FAISS GPU" in caplog.text
+    else:
+        assert calls == [] and not isinstance(index, FakeGpuIndex)
+        assert "stays on the CPU" in caplog.text and why in caplog.text, caplog.text
+    got = _hits(shard, factory, f"{factory}-auto", use_gpu="auto")
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_a_cloner_error_keeps_the_index_on_the_cpu(shard, fake_gpus, caplog):
+    """A RuntimeError of faiss's cloner (out of GPU memory, a PQ size the GPU lacks) is a log
+    line, and the shard is searched on the CPU."""
+    calls = fake_gpus(n=2, fail="Error in ... at StandardGpuResources.cpp:564: Error: 'err == cudaSuccess' "
+                                "failed: StandardGpuResources: alloc fail type TemporaryMemoryBuffer dev 0 "
+                                "space Device stream 0x0 size 1610612736 bytes (cudaMalloc error out of memory [2])")
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.index"):
+        index = read_index(_index(shard, "Flat"), use_gpu="auto")
+    assert len(calls) == 1 and type(index).__name__ == "IndexFlatIP"
+    assert "stays on the CPU" in caplog.text and "cudaMalloc error out of memory" in caplog.text
+
+
+def test_true_without_faiss_gpus_is_an_input_error(shard):
+    with pytest.raises(InputError, match="config: index.gpu: true asks for faiss-gpu"):
+        read_index(_index(shard, "Flat"), use_gpu=True)
+
+
+# --- the torch path (index.gpu: torch, or auto with CUDA in torch and no GPU in faiss) ---
+
+
+def _flat(x: np.ndarray, metric: str = "ip"):
+    import faiss
+
+    index = faiss.IndexFlatIP(x.shape[1]) if metric == "ip" else faiss.IndexFlatL2(x.shape[1])
+    index.add(x)
+    return index
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("k", [1, 5, 13, 40])
+def test_torch_ranks_exactly_as_faiss_flat(metric, k):
+    """Random floats (no ties): the same rows in the same order as FAISS's Flat, and the same
+    scores to fp32 rounding, over several vector blocks (k above a block's 11 rows) and query
+    batches."""
+    rng = np.random.default_rng(k)
+    x = rng.normal(size=(101, DIM)).astype(np.float32)
+    q = rng.normal(size=(23, DIM)).astype(np.float32)
+    index = _flat(x, metric)
+    want_s, want_r = index.search(q, k)
+    got_s, got_r = index_mod.TorchFlatIndex(index, device="cpu", chunk_rows=11, query_batch=7).search(q, k)
+    assert got_s.dtype == np.float32 and got_r.dtype == np.int64 and got_r.shape == (23, k)
+    np.testing.assert_array_equal(got_r, want_r)
+    np.testing.assert_allclose(got_s, want_s, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+def test_torch_past_ntotal_pads_as_faiss_does(metric):
+    """k above the vectors held: FAISS's padding, rows -1 and scores -FLT_MAX (L2: FLT_MAX);
+    an empty index is all padding, as FAISS's."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, DIM)).astype(np.float32)
+    q = rng.normal(size=(4, DIM)).astype(np.float32)
+    for index in (_flat(x, metric), _flat(x[:0], metric)):
+        want_s, want_r = index.search(q, 9)
+        got_s, got_r = index_mod.TorchFlatIndex(index, device="cpu", chunk_rows=4).search(q, 9)
+        np.testing.assert_array_equal(got_r, want_r)
+        np.testing.assert_allclose(got_s, want_s, rtol=1e-5)
+        assert (got_r[:, len(x[:index.ntotal]):] == -1).all()
+
+
+@pytest.fixture
+def torch_cuda(monkeypatch):
+    """torch "sees CUDA", and the torch path runs on the CPU."""
+    monkeypatch.setattr(index_mod, "torch_cuda_available", lambda: True)
+    monkeypatch.setattr(index_mod, "TORCH_DEVICE", "cpu")
+
+
+def test_index_gpu_torch_searches_a_flat_shard_as_faiss_does(shard, torch_cuda, caplog):
+    """search_shard_many with index.gpu torch: the same .npz, score for score, as faiss on the CPU."""
+    want = _hits(shard, "Flat", "flat-cpu", use_gpu=False, k=25)
+    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.index"):
+        assert isinstance(read_index(_index(shard, "Flat"), use_gpu="torch"), index_mod.TorchFlatIndex)
+    assert "searched exactly in torch on cpu" in caplog.text
+    got = _hits(shard, "Flat", "flat-torch", use_gpu="torch", k=25)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+
+
+def test_index_gpu_torch_leaves_other_factories_to_faiss_on_the_cpu(shard, torch_cuda, caplog):
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.index"):
+        index = read_index(_index(shard, "SQ8"), use_gpu="torch")
+    assert type(index).__name__ == "IndexScalarQuantizer"
+    assert "stays with faiss on the CPU" in caplog.text and "Flat indexes only" in caplog.text
+
+
+def test_auto_prefers_faiss_gpus_then_torch_then_the_cpu(shard, fake_gpus, monkeypatch):
+    import faiss
+
+    path = _index(shard, "Flat")
+    monkeypatch.setattr(index_mod, "TORCH_DEVICE", "cpu")
+    monkeypatch.setattr(index_mod, "torch_cuda_available", lambda: True)
+    fake_gpus(n=1)
+    assert isinstance(read_index(path, use_gpu="auto"), FakeGpuIndex)  # faiss-gpu where faiss sees a GPU
+    assert isinstance(read_index(path, use_gpu="torch"), index_mod.TorchFlatIndex)  # torch when asked
+    monkeypatch.setattr(faiss, "get_num_gpus", lambda: 0)
+    assert isinstance(read_index(path, use_gpu="auto"), index_mod.TorchFlatIndex)
+    monkeypatch.setattr(index_mod, "TORCH_DEVICE", "cuda")
+    monkeypatch.setattr(index_mod, "torch_cuda_available", lambda: False)
+    assert type(read_index(path, use_gpu="auto")).__name__ == "IndexFlatIP"  # neither: faiss on the CPU
+    with pytest.raises(InputError, match="config: index.gpu: torch asks for exact search in torch on CUDA"):
+        read_index(path, use_gpu="torch")
+
+
+def test_the_search_script_takes_gpu_torch(shard, tmp_path):
+    """workflow/scripts/search_shard.py --gpu torch (rule search_shard passes index.gpu lowered):
+    accepted, and here, where torch has no CUDA, one error line naming config: index.gpu."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run([sys.executable, str(REPO / "workflow" / "scripts" / "search_shard.py"),
+                        "--index", str(_index(shard, "Flat")), "--ids", str(shard / "i.npy"),
+                        "--search", str(shard / "q.npy"), str(tmp_path / "h.npz"), "--k", "5", "--gpu", "torch",
+                        "--no-progress"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "error: config: index.gpu: torch asks for exact search in torch on CUDA" in r.stderr
+
+
+def test_dense_mining_searches_with_torch_as_with_faiss(shard, torch_cuda):
+    """Mining's search over shards (dcsr.retrieval.mining.search_shards) takes index.gpu too."""
+    from dcsr.retrieval.mining import search_shards
+
+    q = np.load(shard / "q.npy")
+    shards = [(str(_index(shard, "Flat")), str(shard / "i.npy"), None)]
+    want = search_shards(q, shards, 30, use_gpu=False, progress=False)
+    got = search_shards(q, shards, 30, use_gpu="torch", progress=False)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, None])
+def test_an_unknown_index_gpu_is_an_input_error(shard, value):
+    with pytest.raises(InputError, match="config: index.gpu: expected one of auto, True, False, torch"):
+        read_index(_index(shard, "Flat"), use_gpu=value)
