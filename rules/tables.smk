@@ -140,7 +140,8 @@ rule plot_validation:
 # over the same questions, with a bootstrap interval, a sign test and a verdict (dcsr.evaluation.claims).
 rule claims_ledger:
     input:
-        lambda wc: sorted({r for c in plan.claims_spec() for side in ("baseline", "method") for r in c[f"{side}_runs"]}),
+        lambda wc: sorted({r for c in plan.claims_spec() for side in ("baseline", "method") for r in c[f"{side}_runs"]}
+                          | {c["corpus_ids"] for c in plan.claims_spec() if "corpus_ids" in c}),
     output:
         csv=report(f"{CLAIMS}.csv", caption="../workflow/report/claims.rst", category="Claims"),
         md=f"{CLAIMS}.md",

@@ -301,3 +301,21 @@ def test_questions_needed_is_printed_as_a_lower_bound(tmp_path):
                          "paper_difference": 5.0, "baseline_run": str(a), "method_run": str(b)}])
     write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
     assert f"needs at least {rows[0]['questions_needed']:,} questions" in (tmp_path / "l.md").read_text()
+
+
+def test_the_scaled_k_is_computed_from_the_corpus_and_checked_against_the_config(tmp_path):
+    from dcsr.evaluation.claims import PAPER_PASSAGES, scaled_k
+
+    assert scaled_k(20, PAPER_PASSAGES) == 20 and scaled_k(20, 1_000_000) == 1 and scaled_k(20, 2_000_000) == 2
+    assert scaled_k(100, 1_935) == 1  # at least 1
+    a = _run(tmp_path / "a.jsonl", [1, 2, None, 1])
+    b = _run(tmp_path / "b.jsonl", [1, 1, 1, 3])
+    claim = {"claim": "c", "test_set": "t", "metric": "top20", "baseline": "a", "method": "b",
+             "baseline_run": str(a), "method_run": str(b), "corpus_passages": 2_100_000}
+    rows = ledger_rows([{**claim, "scaled_metric": "auto"}])
+    assert [r["metric"] for r in rows] == ["top20", "top2"]
+    assert rows[1]["depth"] == "scaled k (top20 x 2,100,000 / 21,015,324)"
+    assert [r["metric"] for r in ledger_rows([{**claim, "scaled_metric": "top2"}])] == ["top20", "top2"]
+    with pytest.raises(InputError) as e:  # typed by hand for another corpus size
+        ledger_rows([{**claim, "scaled_metric": "top1"}])
+    assert str(e.value).startswith("config: claims.0.scaled_metric: is top1, but top20 scaled to this corpus is top2")

@@ -2,6 +2,8 @@
 import argparse
 import json
 
+import numpy as np
+
 from dcsr.evaluation.claims import ledger_rows, write_ledger
 from dcsr.cli import script
 
@@ -14,6 +16,9 @@ def main():
     ap.add_argument("--md", required=True)
     a = ap.parse_args()
     spec = json.loads(a.spec)
+    for claim in spec["claims"]:
+        if "corpus_ids" in claim:  # the corpus's passages (its store's ids), for the scaled k
+            claim["corpus_passages"] = int(np.load(claim["corpus_ids"], mmap_mode="r").shape[0])
     write_ledger(ledger_rows(spec["claims"], seed=spec["seed"]), a.csv, a.md, notes=spec.get("notes", []))
 
 

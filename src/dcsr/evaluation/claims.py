@@ -40,10 +40,32 @@ import numpy as np
 from dcsr.errors import InputError
 from dcsr.evaluation.power import POWER, _z, detectable_difference, questions_needed
 from dcsr.evaluation.question_results import read_question_results
+from dcsr.evaluation.tables import md_cell, md_line
 from dcsr.fsutil import atomic_open
 
 ALPHA = 0.05
 RESAMPLES = 10000
+#: passages of DPR's Wikipedia corpus (psgs_w100.tsv), the papers' scale
+PAPER_PASSAGES = 21_015_324
+
+
+def scaled_k(k: int, passages: int) -> int:
+    """The k whose share of a corpus of ``passages`` matches k's share of the papers' 21M:
+    k x passages / 21,015,324, rounded to the nearest whole k, and at least 1."""
+    return max(1, round(k * passages / PAPER_PASSAGES))
+
+
+def check_scaled_metric(claim: Mapping[str, Any], passages: int, where: str) -> str:
+    """The claim's scaled metric as computed for a corpus of ``passages`` (``top<k>``); a
+    ``scaled_metric`` the config names must be it (``auto``: take it)."""
+    k = int(str(claim["metric"]).removeprefix("top"))
+    computed = f"top{scaled_k(k, passages)}"
+    named = claim.get("scaled_metric")
+    if named not in (None, "auto", computed):
+        raise InputError(where, f"is {named}, but {claim['metric']} scaled to this corpus is {computed} "
+                         f"({k} x {passages:,} passages / {PAPER_PASSAGES:,}, rounded, at least 1); "
+                         f"write {computed} or auto")
+    return computed
 
 
 def hits_at(questions_jsonl: str | os.PathLike, k: int) -> dict[int, bool]:
@@ -223,8 +245,16 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
     ``seeds_note``: why it rests on fewer than :data:`MIN_SEEDS` seeds, printed where it does. The p-values
     of all rows are Holm-adjusted together, and the verdicts read the adjusted ones."""
     rows = []
-    for c in claims:
-        depths = [("paper k", c["metric"])] + ([("scaled k", c["scaled_metric"])] if c.get("scaled_metric") else [])
+    for i, c in enumerate(claims):
+        scaled = c.get("scaled_metric")
+        if scaled and c.get("corpus_passages") is not None:  # the corpus's size, known once its store is made
+            scaled = check_scaled_metric(c, int(c["corpus_passages"]), f"config: claims.{i}.scaled_metric")
+        elif scaled == "auto":
+            raise InputError(f"config: claims.{i}.scaled_metric", "auto needs the corpus's size (corpus_passages)")
+        scaled_depth = "scaled k"
+        if c.get("corpus_passages") is not None:
+            scaled_depth += f" ({c['metric']} x {int(c['corpus_passages']):,} / {PAPER_PASSAGES:,})"
+        depths = [("paper k", c["metric"])] + ([(scaled_depth, scaled)] if scaled else [])
         for depth, metric in depths:
             rows.append(_ledger_row(c, depth, metric, seed))
     alpha = ALPHA / max(len(rows), 1)  # Holm's strictest step
@@ -282,7 +312,7 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
         w.writerows({k: round(v, 2) if k in ROUNDED and isinstance(v, float) else v for k, v in r.items()}
                     for r in rows)
     tests = len(rows)
-    lines = [f"# {title}", "",
+    lines = [f"# {md_line(title)}", "",
              "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
              "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
              f"({RESAMPLES} resamples) and the exact sign test on the questions only one of them answers "
@@ -302,12 +332,12 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
              "verdict | power (inconclusive) |",
              "|---|---|---|---|---|---|---:|---|---|---|---:|---:|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['claim']} | {r['paper']} | {r['test_set']} | {r['depth']}: {r['metric']} | "
-                     f"{r['baseline']} | {r['method']} | {r['questions']} | "
+        lines.append(f"| {md_cell(r['claim'])} | {md_cell(r['paper'])} | {md_cell(r['test_set'])} | "
+                     f"{r['depth']}: {r['metric']} | {md_cell(r['baseline'])} | {md_cell(r['method'])} | {r['questions']} | "
                      f"{r['baseline_value']:.1f} / {r['method_value']:.1f} | "
                      f"{r['difference']:+.1f} [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}] | "
                      f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {r['p_holm']:.3g} | "
-                     f"{_seeds_cell(r)} | **{r['verdict']}** | {_power_cell(r)} |")
+                     f"{md_cell(_seeds_cell(r))} | **{r['verdict']}** | {_power_cell(r)} |")
     with atomic_open(md_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 

@@ -169,7 +169,8 @@ def check_config(cfg: dict) -> None:
         if claim["test_set"] not in datasets:
             raise InputError(_key("claims", i, "test_set"), f"names dataset {claim['test_set']!r}, which is not under 'datasets'")
         for key in ("metric", "scaled_metric"):
-            if key in claim and int(claim[key][3:]) not in cfg.get("evaluate", {}).get("ks", SECTIONS["evaluate"]["ks"].default):
+            if key in claim and claim[key] != "auto" and int(claim[key][3:]) not in cfg.get("evaluate", {}).get(
+                    "ks", SECTIONS["evaluate"]["ks"].default):
                 raise InputError(_key("claims", i, key), f"{claim[key]} is not among evaluate.ks")
         for side in ("baseline", "method"):
             for model in claim_pair(claim[side]):

@@ -182,6 +182,8 @@ class Targets(ConfigView):
                 item[side] = q if q == p else f"{q} x {p}"
                 item[f"{side}_runs"] = [self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=sq, pmodel=sp, dataset=d)
                                         for c, sq, sp, d in self.claim_seed_runs(claim, side)]
+            if claim.get("scaled_metric"):  # its size computes the scaled k (dcsr.evaluation.claims.scaled_k)
+                item["corpus_ids"] = self.paths.STORE["ids"].format(corpus=self.corpus_of(claim["test_set"]))
             out.append(item)
         return out
 
