@@ -94,6 +94,20 @@ def read_metrics(path: str | os.PathLike) -> dict:
         return json.load(fh)
 
 
+def md_cell(text) -> str:
+    """A text from the config (a label, a claim) as one cell of a Markdown table row: ``|``, which
+    would end the cell and shift the rest of the row, escaped (and ``\\`` first, so that the text
+    shows as written), and a line break, which would end the row (the config check refuses
+    them), a space."""
+    text = str(text).replace("\\", "\\\\").replace("|", "\\|")
+    return md_line(text)
+
+
+def md_line(text) -> str:
+    """A text from the config on one line of Markdown (a title): each line break a space."""
+    return " ".join(str(text).splitlines())
+
+
 def _fmt(v) -> str:
     if v is None:
         return "–"
@@ -138,9 +152,9 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     # hybrid rows with linear fusion: the dense weight chosen on dev
     weights = any("fusion_weight" in r.metrics for r in rows)
     head += ["Dense weight"] if weights else []
-    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"# {md_line(title)}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r.label, r.test_set, _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
+        cells = [md_cell(r.label), md_cell(r.test_set), _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
         cells += [_fmt(r.metrics.get("trec_eval", {}).get(m)) for m in measures]
         cells += [_fmt(paper_value(paper, r.paper_ref, m)) for m in paper_metrics]
         if temperatures:

@@ -128,6 +128,44 @@ def check_claim_seeds(config: Mapping) -> None:
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
+#: Where a line ends: Markdown's ``\n`` and ``\r``, and every other character at which
+#: ``str.splitlines`` (so docutils, reading the report's reStructuredText) ends one.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: The config values the report's captions (workflow/report/*.rst) quote as ``literal``s.
+RST_LITERALS = ("results", "encoders")
+
+
+def check_text(config: Any, path: tuple = ()) -> None:
+    """Every string of the config, key or value, is one line: titles, labels and claims become
+    Markdown table rows (a line break in a claim put a forged "holds" row into claims.md) and
+    values reach the report's reStructuredText, where a line that starts ``.. raw::`` or
+    ``.. include::`` is a directive (live HTML, another file's text). The paths the report
+    quotes (``results:``, ``encoders:``) hold no backquote either, which would close their
+    ``literal`` early. (A ``|`` is legal: the Markdown writers escape it.)"""
+    def text(where, value, what=""):
+        if not isinstance(value, str):
+            return
+        shown = value if len(value) <= 80 else f"{value[:40]}...{value[-10:]}"
+        for ch in value:
+            if ch in LINE_BREAKS:
+                raise InputError(_key(*where) if where else "config", f"{what}{shown!r} holds a line break ({ch!r}); config text is written into "
+                                               "Markdown tables and the report's reStructuredText, where a line break "
+                                               "starts a new row or a directive: write it on one line")
+        if where and where[0] in RST_LITERALS and "`" in value:
+            raise InputError(_key(*where), f"{shown!r} holds a backquote (`), which would end the report's ``literal`` "
+                                           "around it and let the rest be read as reStructuredText; write the path "
+                                           "without one")
+
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            text(path, key, "the key ")
+            check_text(value, path + (key,))
+    elif isinstance(config, (list, tuple)):
+        for i, value in enumerate(config):
+            check_text(value, path + (i,))
+    else:
+        text(path, config)
+
 
 def check_names(config: Mapping) -> None:
     """The names that become wildcards, file names and arguments (corpora, datasets, models,

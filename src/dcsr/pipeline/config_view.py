@@ -12,7 +12,8 @@ from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
 from dcsr.pipeline.config import (check_config, corpus_shards, dataset_questions, dev_variants, json_arg, seed_replicas,
                                   sweep_models, train_datasets, variant_root, variant_settings)
-from dcsr.pipeline.checks import check_claim_seeds, check_local_sources, check_marker_lengths, check_search_params
+from dcsr.pipeline.checks import (check_claim_seeds, check_local_sources, check_marker_lengths, check_search_params,
+                                  check_text)
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
@@ -24,6 +25,8 @@ def expand_config(config: dict) -> dict:
     the settings sections' defaults, the sweep's models, the seed replicas of models with
     ``seeds: n``, the ``<dataset>.dev`` variants of ``dcsr.temperature: dev``, and each variant's
     inherited settings. An :class:`InputError` names the config key."""
+    # every text on one line, before anything quotes it (Markdown rows, the report's RST)
+    check_text(config)
     # the settings sections and every model's train: (types, ranges, unknown keys), defaults filled
     check_sections(config)
     check_config(config)
