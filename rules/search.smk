@@ -127,6 +127,7 @@ rule choose_temperature:
         k=config["search"]["k"],
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        own_dev=lambda wc: "--own-dev-split" if plan.own_dev_split(wc.dataset) else "",
     threads: 1
     resources:
         mem_mb=plan.resources_for("choose_temperature", "mem_mb"),
@@ -134,7 +135,8 @@ rule choose_temperature:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script:q} --questions {input.questions:q} --corpus {params.store:q} --k {params.k:q}"
+        "python {params.script:q} --questions {input.questions:q} --test-questions {input.test_questions:q}"
+        " {params.own_dev:q} --corpus {params.store:q} --k {params.k:q}"
         " --ks {params.ks:q} --match {params.match:q} --output {output:q} {params.hits:q} 2> {log:q}"
 
 
@@ -159,6 +161,7 @@ rule choose_fusion_weight:
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        own_dev=lambda wc: "--own-dev-split" if plan.own_dev_split(wc.dataset) else "",
     threads: 1
     resources:
         mem_mb=plan.resources_for("choose_fusion_weight", "mem_mb"),
@@ -167,7 +170,7 @@ rule choose_fusion_weight:
         "../envs/cpu.yaml"
     shell:
         "python {params.script:q} --bm25 {input.bm25:q} --dense {input.dense:q} --questions {input.questions:q}"
-        " --corpus {params.store:q} --ks {params.ks:q} --match {params.match:q} --output {output:q} 2> {log:q}"
+        " --test-questions {input.test_questions:q} {params.own_dev:q} --corpus {params.store:q} --ks {params.ks:q} --match {params.match:q} --output {output:q} 2> {log:q}"
 
 
 rule fuse_runs:

@@ -168,3 +168,28 @@ def test_the_runs_are_judged_and_pooled_to_the_pooled_measures_cutoff():
     from dcsr.evaluation.trec_eval import judged_depth
 
     assert judged_depth([1, 5]) == 10 and judged_depth([1, 5, 20, 100]) == 100
+
+
+def test_dev_questions_that_are_test_questions_are_refused(tmp_path, caplog):
+    """A user's own <dataset>.dev replaces the generated split: a setting chosen on it would be
+    chosen on the test set if they overlap. The dataset's own split only warns."""
+    from dcsr.data.variants import check_dev_disjoint
+
+    test = tmp_path / "test.tsv"
+    test.write_text("who wrote hamlet?\t['Shakespeare']\nwhat is two plus two?\t['4']\n")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("Who  wrote Hamlet?\t['Shakespeare']\nwhere is paris?\t['France']\n")
+    with pytest.raises(InputError) as e:
+        check_dev_disjoint(dev, test)
+    assert str(e.value).startswith(f"{dev}: 1 of its 2 dev questions are test questions of {test}")
+    assert check_dev_disjoint(dev, test, refuse=False) == 2 and "also test questions" in caplog.text
+    dev.write_text("where is paris?\t['France']\n")
+    assert check_dev_disjoint(dev, test) == 1
+
+
+def test_only_the_generated_dev_split_is_the_datasets_own(repo):
+    from dcsr.pipeline.config import dev_variants
+
+    cfg = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    variants = dev_variants(cfg)
+    assert variants and all(v["dev_of"] == name[:-len(".dev")] for name, v in variants.items())

@@ -247,11 +247,11 @@ def test_temperature_dev_adds_a_dev_variant_of_each_test_dataset():
 
     cfg = {"dcsr": {"temperature": "dev"},
            "datasets": {"a": {"corpus": "c", "generated": "x"}, "a-dev": {"corpus": "c", "like": "a", "questions": "dev"}}}
-    assert dev_variants(cfg) == {"a.dev": {"like": "a", "questions": "dev", "corpus": "c"}}
+    assert dev_variants(cfg) == {"a.dev": {"like": "a", "questions": "dev", "corpus": "c", "dev_of": "a"}}
     assert dev_variants({**cfg, "dcsr": {"temperature": 1.0}}) == {}
     # a hybrid row's linear fusion chooses its weight on dev questions too; RRF chooses nothing
     hybrid = {"t": {"rows": [{"label": "h", "retriever": "hybrid", "question": "m", "passage": "m"}]}}
     assert dev_variants({**cfg, "dcsr": {"temperature": 1.0}, "tables": hybrid}) == {
-        "a.dev": {"like": "a", "questions": "dev", "corpus": "c"}}
+        "a.dev": {"like": "a", "questions": "dev", "corpus": "c", "dev_of": "a"}}
     hybrid["t"]["rows"][0]["fusion"] = "rrf"
     assert dev_variants({**cfg, "dcsr": {"temperature": 1.0}, "tables": hybrid}) == {}

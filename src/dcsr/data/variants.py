@@ -16,7 +16,8 @@ from typing import Iterator, Sequence
 
 from tqdm import tqdm
 
-from dcsr.data.formats import QA, iter_biencoder, write_biencoder, write_qas
+from dcsr.data.formats import QA, iter_biencoder, iter_qas, write_biencoder, write_qas
+from dcsr.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +53,27 @@ def concat_biencoder(paths: Sequence[str | os.PathLike], out_json: str | os.Path
     """Write the records of ``paths`` in order as one biencoder JSON (atomically: a bad record
     in any input leaves no output). Returns the records written."""
     return write_biencoder(out_json, iter_concatenated(paths, progress))
+
+
+def _normalized(question: str) -> str:
+    return " ".join(question.lower().split())
+
+
+def check_dev_disjoint(dev_qas: str | os.PathLike, test_qas: str | os.PathLike, refuse: bool = True) -> int:
+    """Refuse dev questions that are also test questions (compared lower-cased, whitespace
+    collapsed): what is chosen on dev questions (a HasAns temperature, a fusion weight) would
+    be chosen on the test set. A user's own ``<dataset>.dev`` replaces the generated split, so
+    nothing else keeps the two apart. With ``refuse`` False (a dataset's own dev split, whose
+    publisher may repeat a question word for word), the overlap is logged instead. Returns
+    the dev questions checked."""
+    test = {_normalized(qa.question) for qa in iter_qas(test_qas)}
+    dev = [qa.question for qa in iter_qas(dev_qas)]
+    shared = [q for q in dev if _normalized(q) in test]
+    if shared and not refuse:
+        log.warning("%d of the %d dev questions of %s are also test questions of %s (the first: %r): the dataset's "
+                    "own splits share them", len(shared), len(dev), dev_qas, test_qas, shared[0][:80])
+    elif shared:
+        raise InputError(str(dev_qas), f"{len(shared)} of its {len(dev)} dev questions are test questions of "
+                         f"{test_qas} (the first: {shared[0][:80]!r}); choosing a setting on them would choose it on "
+                         "the test set: remove them from the dev split")
+    return len(dev)

@@ -87,7 +87,9 @@ def dev_variants(cfg: dict) -> dict[str, dict]:
     out = {}
     for name, ds in cfg["datasets"].items():
         if dataset_questions(cfg, name) == "test" and name + DEV_VARIANT not in cfg["datasets"]:
-            out[name + DEV_VARIANT] = {"like": name, "questions": "dev", "corpus": ds["corpus"]}
+            # dev_of marks the split as the dataset's own (its overlap with the test questions is
+            # the publisher's, warned about); a user's own <name>.dev must not overlap at all
+            out[name + DEV_VARIANT] = {"like": name, "questions": "dev", "corpus": ds["corpus"], "dev_of": name}
     return out
 
 

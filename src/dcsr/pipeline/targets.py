@@ -132,7 +132,8 @@ class Targets(ConfigView):
 
     def fusion_weight_inputs(self, wc):
         """The runs of the dev questions that linear fusion's weight is chosen on."""
-        return self.fused_runs(wc, wc.dataset + DEV_VARIANT)
+        # the test questions too: the dev questions must not be among them (check_dev_disjoint)
+        return {**self.fused_runs(wc, wc.dataset + DEV_VARIANT), "test_questions": self.dataset_file(wc.dataset, "test")}
 
     def fused_runs(self, wc, dataset):
         run = self.paths.RUN
