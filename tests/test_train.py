@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -572,3 +573,38 @@ def test_each_process_of_a_node_takes_its_share_of_the_jobs_threads(monkeypatch,
     job = omp or affinity
     assert ctx.threads.startswith(f"{expected} torch thread(s) per process: the job's {job} (")
     assert ctx.threads.endswith(f"over {local} process(es) on this node")
+
+
+def test_a_diverging_run_stops_at_the_step_whose_loss_is_not_finite(tmp_path, tiny_bert, data):
+    """A learning rate that turns the loss to NaN stops training with an error naming the step
+    (it ran on to the end, rc 0, with a model of NaN weights), and writes no model."""
+    train_json, dev_json = data
+    settings = {**SMALL, "learning_rate": 1e10, "max_steps": 8}
+    with pytest.raises(InputError) as e:
+        train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=lambda m: None)
+    assert e.value.where == "training step 2"
+    assert re.match(r"the loss is nan at learning rate \d\.\d+e\+09: training diverged", e.value.problem), e.value.problem
+    assert not (tmp_path / "out").exists()
+    assert [r["step"] for r in _log(tmp_path / "ck" / "train_log.jsonl")] == [1]
+
+
+def test_steps_the_grad_scaler_skips_are_counted_not_failed(tmp_path, tiny_bert, data, monkeypatch):
+    """With a GradScaler (amp fp16, on CUDA), inf gradients are a step it skips while it lowers
+    its scale, not an error: the run goes on, and the log counts the skipped steps. Run here on
+    CPU in fp32 with a scaler whose first scale overflows the gradients (2^127) for a few steps."""
+    import functools
+
+    import dcsr.training.loop as loop
+
+    monkeypatch.setattr(loop, "_amp_dtype", lambda setting, device: (None, True))
+    monkeypatch.setattr(torch.amp, "GradScaler", functools.partial(torch.amp.GradScaler, init_scale=2.0 ** 127))
+    train_json, dev_json = data
+    messages = []
+    summary = train({**SMALL, "max_steps": 12, "log_every_steps": 12}, train_json, dev_json, str(tiny_bert),
+                    tmp_path / "out", tmp_path / "ck", log=messages.append)
+    log = _log(tmp_path / "out" / "train_log.jsonl")
+    skipped = [r["step"] for r in log if r["skipped"]]
+    assert len(log) == 12 and skipped[:1] == [1] and len(skipped) < 12  # the first step overflows
+    assert all(math.isfinite(r["loss"]) for r in log)
+    assert summary["skipped_steps"] == len(skipped)
+    assert any(f"{len(skipped)} skipped by the GradScaler" in m for m in messages), messages

@@ -21,6 +21,7 @@ class to :func:`train` without touching the loop.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -153,6 +154,8 @@ class Trainer:
         self.builder_cls = builder_cls
         self.say = log if ctx.main else (lambda msg: None)
         self.step_no, self.epoch, self.pos = 0, 0, 0
+        self.skipped_steps = 0  # steps the GradScaler skipped (inf or NaN gradients under amp fp16)
+        self.last_skipped = False
         self.history: list[dict] = []
         self.log_fh = None
 
@@ -251,6 +254,7 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
             self.scaler.load_state_dict(state["scaler"])
             self.step_no, self.epoch, self.pos = state["step"], state["epoch"], state["position"]
+            self.skipped_steps = int(state.get("skipped_steps", 0))
             self.history = list(state["validation"])
             rng = state["rng"]
             if len(rng) == ctx.world:
@@ -298,7 +302,13 @@ class Trainer:
     def step(self, batch: Batch) -> tuple[float, float, float]:
         """One optimization step on this process's slice of a global batch: ``(loss, in-batch
         accuracy, learning rate)``. With ``grad_cache_chunk`` the slice is encoded that many
-        questions at a time (:mod:`dcsr.training.gradcache`): the same loss and gradients."""
+        questions at a time (:mod:`dcsr.training.gradcache`): the same loss and gradients.
+
+        A loss that is not finite (the run diverged: too high a learning rate) is an
+        :class:`~dcsr.errors.InputError` naming the step, raised before the optimizer takes it.
+        Under a GradScaler (amp fp16) an infinite loss and inf or NaN gradients are what the scaler
+        handles: it skips the step and lowers its scale (counted in ``skipped_steps``, marked
+        ``skipped`` in the training log); a NaN loss is still an error."""
         ctx = self.ctx
         batch = batch.to(ctx.device)
         if self.s.grad_cache_chunk > 0:
@@ -321,17 +331,27 @@ class Trainer:
             # gradients; scaling by world_size makes that average the single-process
             # gradient of the global batch.
             self.scaler.scale(loss * ctx.world).backward()
+        lr = self.scheduler.get_last_lr()[0]
+        value = float(loss.detach())
+        if math.isnan(value) or (math.isinf(value) and not self.scaler.is_enabled()):
+            raise InputError(f"training step {self.step_no + 1}",
+                             f"the loss is {value} at learning rate {lr:.3g}: training diverged (the weights would "
+                             "turn to NaN); lower learning_rate, warm up over more steps (warmup_steps) or clip "
+                             "gradients (max_grad_norm), and run again")
         self.scaler.unscale_(self.optimizer)
         if self.s.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.s.max_grad_norm)
-        lr = self.scheduler.get_last_lr()[0]
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        # the scaler lowers its scale exactly when it found inf or NaN gradients and skipped the step
+        self.last_skipped = scale is not None and self.scaler.get_scale() < scale
+        self.skipped_steps += self.last_skipped
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step_no += 1
         self.pos += 1
-        return float(loss.detach()), correct / questions, lr
+        return value, correct / questions, lr
 
     def validate(self) -> None:
         """In-batch NLL and accuracy on the dev set (and DPR's average rank), appended to the
@@ -365,7 +385,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(), "step": self.step_no, "epoch": self.epoch, "position": self.pos,
             "rng": rng, "validation": self.history, "settings": dict(self.s), "world_size": ctx.world,
-            "total_steps": self.total_steps,
+            "total_steps": self.total_steps, "skipped_steps": self.skipped_steps,
         }
         with atomic_path(self.checkpoint_dir / LAST) as tmp:
             write_biencoder(self.model, self.tokenizer, tmp, {**self.meta, "step": self.step_no, "epoch": self.epoch})
@@ -382,10 +402,17 @@ class Trainer:
                                 {**self.meta, "step": self.step_no, "epoch": self.epoch})
                 _write_json(tmp / VALIDATION_FILE, self.history)
                 shutil.copy(self.log_path, tmp / TRAIN_LOG)
-            self.say(f"wrote {self.output_dir} after {self.step_no} steps")
+            self.say(f"wrote {self.output_dir} after {self.step_no} steps{self._skipped_note()}")
         if ctx.enabled:
             dist.barrier()
-        return {"steps": self.step_no, "epoch": self.epoch, "validation": self.history[-1] if self.history else None}
+        return {"steps": self.step_no, "epoch": self.epoch, "validation": self.history[-1] if self.history else None,
+                "skipped_steps": self.skipped_steps}
+
+    def _skipped_note(self) -> str:
+        """``, N skipped by the GradScaler`` under a scaler (amp fp16), else nothing."""
+        if not self.scaler.is_enabled():
+            return ""
+        return f", {self.skipped_steps} skipped by the GradScaler (inf or NaN gradients)"
 
     def run(self) -> dict:
         """setup, resume, then steps (validating and saving after each epoch, and every
@@ -405,15 +432,18 @@ class Trainer:
                     value, accuracy, lr = self.step(batch)
                     rolling.append(value)
                     if self.log_fh is not None:
-                        self.log_fh.write(json.dumps({"step": self.step_no, "epoch": self.epoch, "loss": value,
-                                                      "accuracy": accuracy, "lr": lr,
-                                                      "seconds": round(time.time() - t0, 4)}) + "\n")
+                        record = {"step": self.step_no, "epoch": self.epoch, "loss": value, "accuracy": accuracy,
+                                  "lr": lr, "seconds": round(time.time() - t0, 4)}
+                        if self.scaler.is_enabled():
+                            record["skipped"] = self.last_skipped
+                        self.log_fh.write(json.dumps(record) + "\n")
                         self.log_fh.flush()
                     bar.update(1)
                     bar.set_postfix(loss=f"{value:.4f}", epoch=self.epoch, refresh=False)
                     if s.log_every_steps and self.step_no % s.log_every_steps == 0:
                         self.say(f"step {self.step_no}/{self.total_steps} epoch {self.epoch}: loss "
-                                 f"{np.mean(rolling):.4f} (mean of the last {len(rolling)}), lr {lr:.3g}")
+                                 f"{np.mean(rolling):.4f} (mean of the last {len(rolling)}), lr {lr:.3g}"
+                                 f"{self._skipped_note()}")
                         rolling = []
                     if self.pos == self.steps_per_epoch:
                         self.validate()
