@@ -73,6 +73,25 @@ def corpus_case(content, message, name="corpus.tsv") -> Case:
                 args=["--corpus", f"{{tmp}}/{name}", "--output", "{tmp}/out/store", "--no-progress"])
 
 
+def regex_case(content, message) -> Case:
+    """A CuratedTREC-style question file (answers are regular expressions), scored with --match regex."""
+    return Case(message, files={"qa.csv": content, "corpus.tsv": CORPUS_TEXT, "run.trec": GOOD_RUN},
+                script="evaluate_topk.py", args=EVAL_ARGS + ["--match", "regex"])
+
+
+def _evaluate_with_timeout(tmp: Path, seconds: float):
+    """evaluate_run with --match regex and a short regex time limit (the real one is 1 s a passage)."""
+    from dcsr.data import answers
+    from dcsr.evaluation.metrics import evaluate_run
+
+    limit, answers.REGEX_TIMEOUT = answers.REGEX_TIMEOUT, seconds
+    try:
+        evaluate_run(tmp / "run.trec", tmp / "qa.csv", tmp / "corpus.tsv", tmp / "out" / "metrics.json",
+                     tmp / "out" / "questions.jsonl", ks=(1,), match_type="regex")
+    finally:
+        answers.REGEX_TIMEOUT = limit
+
+
 def qas_case(content, message) -> Case:
     return Case(message, files={"qa.csv": content, "corpus.tsv": CORPUS_TEXT, "run.trec": GOOD_RUN},
                 script="evaluate_topk.py", args=EVAL_ARGS)
@@ -306,6 +325,23 @@ CASES: dict[str, Case] = {
     "qas-empty-file": qas_case(
         "",
         "{tmp}/qa.csv: no questions (the file is empty); expected one 'question<TAB>['answer', ...]' per line"),
+    "qas-regex-invalid": regex_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\t['Berl(in']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: answer 0 ('Berl(in') is not a valid regular expression (missing ) at position 7); a "
+        "pattern that does not compile never matches: fix it, or escape it (regex.escape) to match it as text"),
+    "qas-regex-matches-empty": regex_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\t['(Berlin)?']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: answer 0 ('(Berlin)?') matches the empty string, so it would be found in every passage; "
+        "make it match at least one character"),
+    "qas-regex-catastrophic": Case(
+        "{tmp}/qa.csv: question 1 ('capital of Germany?'), regex answer '(a+?)+?$' on passage 2: took more than "
+        "0.05 s to search one passage (catastrophic backtracking, as in (a+)+$); rewrite the pattern",
+        files={"qa.csv": "capital of France?\t['Paris']\ncapital of Germany?\t['(a+?)+?$']\n",
+               "corpus.tsv": "id\ttext\ttitle\n1\tParis is the capital of France.\tParis\n"
+                             f"2\t{'a' * 60}!\tA\n",
+               "run.trec": "".join(f"{q} Q0 {pid} {r} {1.0 / r:.6f} t\n" for q in range(2)
+                                   for r, pid in enumerate((1, 2), start=1))},
+        call=lambda tmp: _evaluate_with_timeout(tmp, 0.05)),
     # ----------------------------------------------------------------- training JSON (DPR biencoder)
     "train-malformed-json": train_case(
         '[\n{"question": "capital of France?", "answers": ["Paris"]\n "positive_ctxs": []}\n]\n',

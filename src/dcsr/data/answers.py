@@ -11,6 +11,7 @@ from functools import lru_cache
 
 import regex
 
+from dcsr.errors import InputError
 from dcsr.settings import MATCH_TYPES
 
 # As DrQA's SimpleTokenizer: runs of letters/numbers/marks, or any other non-space character.
@@ -33,12 +34,56 @@ def _answer_tokens(answer: str) -> tuple[str, ...]:
     return tuple(tokens(answer))
 
 
+_FLAGS = regex.IGNORECASE | regex.UNICODE | regex.MULTILINE
+
+#: Seconds one regex answer may search one passage: DPR's CuratedTREC patterns take microseconds
+#: on a 100-word passage; a pattern that backtracks catastrophically (``(a|aa)+$``) would hang
+#: the job instead (:class:`PatternTimeout`).
+REGEX_TIMEOUT = 1.0
+
+#: Texts on which a regex answer must find no empty match: one that does (``a*``, ``(x)?``,
+#: ``\b``) matches in every passage (or every passage with a word), its question answered at rank 1.
+_EMPTY_PROBES = ("", " ", "a 1 , A")
+
+
+class PatternTimeout(InputError):
+    """A regex answer that took more than :data:`REGEX_TIMEOUT` seconds on one passage."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        super().__init__(f"regex answer {pattern!r}",
+                         f"took more than {REGEX_TIMEOUT:g} s to search one passage (catastrophic backtracking, as in "
+                         "(a+)+$); rewrite the pattern")
+
+
 @lru_cache(maxsize=4096)
 def _compile(pattern: str):
     try:
-        return regex.compile(_normalize(pattern), flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+        return regex.compile(_normalize(pattern), flags=_FLAGS)
     except regex.error:
-        return None  # as DPR: an answer that is not a valid regex never matches
+        return None  # as DPR: an answer that is not a valid regex never matches (check_patterns refuses it)
+
+
+def check_patterns(answers: list[str], where: str) -> None:
+    """Every regex answer compiles and finds no empty match: DPR's matching scores a pattern that
+    does not compile as never found (its question a miss, silently) and one that matches the
+    empty string as found in every passage. An :class:`InputError` at ``where`` (the question's
+    file and line) names the answer."""
+    for i, answer in enumerate(answers):
+        try:
+            pattern = regex.compile(_normalize(answer), flags=_FLAGS)
+        except regex.error as e:
+            raise InputError(where, f"answer {i} ({answer!r}) is not a valid regular expression ({e}); a pattern "
+                                    "that does not compile never matches: fix it, or escape it (regex.escape) "
+                                    "to match it as text") from None
+        try:
+            empty = any(m.start() == m.end() for probe in _EMPTY_PROBES
+                        for m in pattern.finditer(probe, timeout=REGEX_TIMEOUT))
+        except TimeoutError:
+            raise InputError(where, PatternTimeout(answer).problem) from None
+        if empty:
+            raise InputError(where, f"answer {i} ({answer!r}) matches the empty string, so it would be found in "
+                                    "every passage; make it match at least one character")
 
 
 def has_answer(answers: list[str], text: str, match_type: str = "string") -> bool:
@@ -74,8 +119,13 @@ class PassageMatcher:
             return has_answer_in_tokens(answers, prepared)
         for answer in answers:
             pattern = _compile(answer)
-            if pattern is not None and pattern.search(prepared) is not None:
-                return True
+            if pattern is None:
+                continue
+            try:
+                if pattern.search(prepared, timeout=REGEX_TIMEOUT) is not None:
+                    return True
+            except TimeoutError:
+                raise PatternTimeout(answer) from None
         return False
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from dcsr.data.answers import check_patterns
 from dcsr.errors import InputError, at
 from dcsr.fsutil import atomic_open
 
@@ -373,10 +374,11 @@ def check_answers(answers: list[str], where: str) -> None:
                                     "passage; remove it from the answer list")
 
 
-def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
+def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
     """Stream a DPR qas TSV: ``question<TAB>['answer', ...]`` per line, no header. Every
     question needs an answer (it could never be scored otherwise), and a file without any
-    question is an error."""
+    question is an error. With ``match="regex"`` (CuratedTREC) every answer must compile and
+    match no empty string (:func:`dcsr.data.answers.check_patterns`)."""
     n = 0
     with read_text(path) as fh:
         reader = csv.reader(fh, delimiter="\t")
@@ -404,6 +406,8 @@ def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
                 raise InputError(at(path, line), "the question has no answers (an empty list); "
                                                  "give at least one answer string or drop the question")
             check_answers(answers, at(path, line))
+            if match == "regex":
+                check_patterns(answers, at(path, line))
             n += 1
             yield QA(question, answers)
     if n == 0:
@@ -411,8 +415,8 @@ def iter_qas(path: str | os.PathLike) -> Iterator[QA]:
                                     "'question<TAB>['answer', ...]' per line")
 
 
-def read_qas(path: str | os.PathLike) -> list[QA]:
-    return list(iter_qas(path))
+def read_qas(path: str | os.PathLike, match: str = "string") -> list[QA]:
+    return list(iter_qas(path, match))
 
 
 def write_qas(path: str | os.PathLike, qas: Iterable[QA]) -> int:

@@ -13,7 +13,7 @@ import logging
 import os
 from typing import Sequence
 
-from dcsr.data.answers import PassageMatcher
+from dcsr.data.answers import PassageMatcher, PatternTimeout
 from dcsr.errors import InputError
 from dcsr.data.formats import iter_qas
 from dcsr.data.passage_store import load_passages
@@ -91,7 +91,7 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     Beside top-k, with ``gold_json`` (the DPR dev JSON whose questions are the test set, in order)
     ``trec_eval_gold`` holds MRR@10, nDCG@10 and recall@20/100 against its gold passages
     (:mod:`dcsr.evaluation.trec_eval`)."""
-    qas = list(iter_qas(qas_path))
+    qas = list(iter_qas(qas_path, match_type))  # regex answers compiled and checked here, before any work
     run = read_trec(run_trec)
     extra = sorted(q for q in run if not 0 <= q < len(qas))
     if extra:
@@ -114,7 +114,14 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     flags = []
     for q, qa in enumerate(qas):
         hits = run.get(q, [])[:depth]
-        flags.append([matcher(qa.answers, pid, texts[pid].text) for pid, _ in hits])
+        found = []
+        for pid, _ in hits:
+            try:
+                found.append(matcher(qa.answers, pid, texts[pid].text))
+            except PatternTimeout as e:
+                raise InputError(str(qas_path), f"question {q} ({qa.question!r}), {e.where} on passage {pid}: "
+                                                f"{e.problem}") from None
+        flags.append(found)
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
     metrics.update(standard_measures(run, gold_json))
