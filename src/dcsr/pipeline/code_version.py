@@ -1,11 +1,26 @@
 """The version of the code a job runs: a digest of its script and of every ``dcsr`` module the
-script imports, directly or through other modules, at module level or inside a function.
+script imports, directly or through other modules, at module level or inside a function, and
+the versions of the installed packages that change the numbers the job computes.
 
 Every rule passes it as a param (``code=plan.code_version("x.py")``). Snakemake reruns a job
 whose params changed, so an edit to a script or to a module it reaches (answer matching, say)
 reruns the jobs that ran it, and only those; its metadata, the report included, records the
 version that made each output. Imports are read from the source (``ast``), not executed, by
 :func:`reached_files`, which tests/test_envs.py also uses to check each rule's conda env.
+
+What is digested is the code's meaning, not its text: each file's syntax tree without its
+docstrings (of the module, its classes and functions; comments are not in the tree), so a
+reflowed docstring or a new comment plans nothing (at 21M passages a docstring in
+dcsr.retrieval.embed would re-embed the corpus and redo everything after it), while any
+change to what runs, a constant included, plans its jobs again.
+
+A job's numbers also follow the libraries it runs: :data:`NUMBER_PACKAGES` says, script by
+script, which of torch, transformers, tokenizers, faiss, openvino, onnxruntime and pyserini
+compute what it writes, and the version of each (as the Python that runs Snakemake has it
+installed) is part of the version, as is that of each ``pkg:`` model package the config's
+models start from, for the scripts that read it (:data:`PKG`). Under ``--use-conda`` a job
+runs in the env of its rule (``envs/*.yaml``, versions pinned there), which Snakemake's own
+``software-env`` rerun trigger follows.
 """
 
 from __future__ import annotations
@@ -13,7 +28,11 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.metadata
 from pathlib import Path
+from typing import Iterable
+
+from dcsr.models.checkpoints import VOCAB_OF_TINY, init_pair
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -22,11 +41,22 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     return bool(names & {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
 def file_imports(path: Path, package: str = "", skip_optional: bool = True) -> set[str]:
     """Absolute names of the modules ``path`` imports, anywhere in it (module level, functions),
     but, with ``skip_optional``, inside a ``try`` whose handler catches ImportError (an optional
     import); relative imports resolved against ``package``; ``importlib.import_module("x")`` /
-    ``find_spec("x")`` with a literal name count as importing ``x``."""
+    ``find_spec("x")`` with a literal name count as importing ``x``. Read once per process
+    while the file is unchanged (every rule's version reads the same modules)."""
+    return set(_file_imports(Path(path), package, skip_optional, _stamp(Path(path))))
+
+
+@functools.lru_cache(maxsize=None)
+def _file_imports(path: Path, package: str, skip_optional: bool, stamp: tuple[int, int]) -> frozenset[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     optional = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and any(map(_catches_import_error, t.handlers))
                 for stmt in t.body for n in ast.walk(stmt)} if skip_optional else set()
@@ -46,7 +76,7 @@ def file_imports(path: Path, package: str = "", skip_optional: bool = True) -> s
               in ("import_module", "find_spec") and node.args and isinstance(node.args[0], ast.Constant)
               and isinstance(node.args[0].value, str)):
             out.add(node.args[0].value)
-    return {m for m in out if m}
+    return frozenset(m for m in out if m)
 
 
 def _dcsr_file(src: Path, module: str) -> Path | None:
@@ -76,11 +106,71 @@ def reached_files(script: Path, src: Path, skip_optional: bool = True) -> dict[P
     return seen
 
 
+#: In :data:`NUMBER_PACKAGES`: the ``pkg:`` model packages the config's models start from.
+PKG = "pkg:"
+
+_ENCODE = ("torch", "transformers", "tokenizers")
+#: The packages whose versions change what a script writes (import names; ``pkg:``: :data:`PKG`).
+#: Chosen script by script from what its job runs, not from every module it reaches: a BM25
+#: search reaches dcsr.models through dcsr.retrieval.mining, but no tensor of it goes through torch.
+NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
+    # the untrained export and training read the init checkpoint (a pkg: model's weights)
+    "export_encoder.py": (*_ENCODE, PKG),
+    "train_biencoder.py": (*_ENCODE, PKG),
+    "export_model.py": _ENCODE,
+    # embedding: torch, or the OpenVINO or ONNX Runtime twin of the encoder (embed.backend)
+    "embed_shard.py": (*_ENCODE, "openvino", "onnxruntime"),
+    "embed_questions.py": (*_ENCODE, "openvino", "onnxruntime"),
+    "index_shard.py": ("faiss",),
+    # faiss, or exact search in torch (index.gpu: torch)
+    "search_shard.py": ("faiss", "torch"),
+    "mine_dense_negatives.py": (*_ENCODE, "openvino", "onnxruntime", "faiss"),
+    # BM25: Lucene, in the Anserini jar pyserini ships
+    "index_bm25.py": ("pyserini",),
+    "search_bm25.py": ("pyserini",),
+    "mine_bm25_negatives.py": ("pyserini",),
+}
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = node.body[1:]
+    return tree
+
+
+def _dump(node) -> str:
+    """``ast.dump(node, include_attributes=False)`` with empty and None fields left out (as
+    Python 3.13's ``show_empty=False``) on every Python, so that a field a newer Python adds
+    to the tree (3.12's ``type_params=[]``) changes no version."""
+    if isinstance(node, ast.AST):
+        fields = ((name, getattr(node, name, None)) for name in node._fields)
+        return f"{type(node).__name__}(" + ", ".join(
+            f"{name}={_dump(value)}" for name, value in fields if value is not None and value != []) + ")"
+    if isinstance(node, list):
+        return "[" + ", ".join(map(_dump, node)) + "]"
+    return repr(node)
+
+
+def source_digest(path: Path) -> bytes:
+    """SHA-256 of the meaning of the Python file ``path``: its syntax tree without docstrings
+    or comments (line numbers, layout and quoting left out too); once per unchanged file."""
+    return _source_digest(Path(path), _stamp(Path(path)))
+
+
 @functools.lru_cache(maxsize=None)
-def code_version(script: str, src: str) -> str:
+def _source_digest(path: Path, stamp: tuple[int, int]) -> bytes:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return hashlib.sha256(_dump(_strip_docstrings(tree)).encode()).digest()
+
+
+@functools.lru_cache(maxsize=None)
+def source_version(script: str, src: str) -> str:
     """A short digest of ``script`` and the dcsr modules it reaches (``src`` holds the ``dcsr``
-    package's parent folder; optional imports count too): names and contents, so a moved module
-    counts too."""
+    package's parent folder; optional imports count too): names and meanings (:func:`source_digest`),
+    so a moved module counts too."""
     src_path = Path(src)
     h = hashlib.sha256()
     for path in sorted(reached_files(Path(script), src_path, skip_optional=False)):
@@ -88,5 +178,50 @@ def code_version(script: str, src: str) -> str:
             name = path.relative_to(src_path).as_posix()
         except ValueError:
             name = path.name
-        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        h.update(name.encode() + b"\0" + source_digest(path) + b"\0")
     return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+@functools.lru_cache(maxsize=None)
+def package_version(module: str) -> str:
+    """``<distribution>==<version>`` of the installed distribution that provides the import
+    name ``module`` (``faiss``: ``faiss-cpu==1.15.1``), or ``<module>==absent``."""
+    for dist in sorted(_distributions().get(module, [])):
+        try:
+            return f"{dist}=={importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return f"{module}==absent"
+
+
+def pkg_modules(config: dict) -> tuple[str, ...]:
+    """The modules of the ``pkg:<module>`` checkpoints that the models of a completed config
+    start from (``models.<m>.init``, through ``encoders``); a ``tiny`` model's vocabulary is one."""
+    checkpoints = set()
+    for model in config.get("models", {}).values():
+        for name in init_pair(model["init"]):
+            checkpoints.add(config.get("encoders", {}).get(name, name))
+    checkpoints = {VOCAB_OF_TINY if c == "tiny" or c.startswith("tiny:") else c for c in checkpoints}
+    return tuple(sorted(c[len(PKG):] for c in checkpoints if c.startswith(PKG)))
+
+
+def number_packages(script: str, pkg_modules: Iterable[str] = ()) -> list[str]:
+    """The import names whose versions :func:`code_version` adds for ``script`` (a file name):
+    :data:`NUMBER_PACKAGES`, with :data:`PKG` standing for ``pkg_modules``."""
+    names = []
+    for name in NUMBER_PACKAGES.get(Path(script).name, ()):
+        names.extend(sorted(set(pkg_modules)) if name == PKG else [name])
+    return names
+
+
+def code_version(script: str, src: str, pkg_modules: Iterable[str] = ()) -> str:
+    """What a rule's ``code`` param holds: :func:`source_version` of ``script``, then, for a
+    script of :data:`NUMBER_PACKAGES`, the version of each package that changes its numbers
+    (``pkg_modules``: the modules of the ``pkg:`` models the config's models start from), as
+    ``<digest> torch==2.13.0 transformers==5.24.0 ...``."""
+    return " ".join([source_version(script, src), *map(package_version, number_packages(script, pkg_modules))])

@@ -63,9 +63,13 @@ class ConfigView:
         self.paths = patterns(self.results, self.downloads["dir"])
 
     def code_version(self, script: str) -> str:
-        """The digest of ``workflow/scripts/<script>`` and the dcsr modules it imports: a rule's
-        ``code`` param, so an edit to either reruns its jobs (dcsr.pipeline.code_version)."""
-        return code_version(str(self.basedir / "workflow" / "scripts" / script), str(self.basedir / "src"))
+        """The digest of ``workflow/scripts/<script>`` and the dcsr modules it imports, and the
+        versions of the packages that change its numbers (the ``pkg:`` models' among them): a
+        rule's ``code`` param, so a change to any reruns its jobs (dcsr.pipeline.code_version)."""
+        from dcsr.pipeline.code_version import pkg_modules
+
+        return code_version(str(self.basedir / "workflow" / "scripts" / script), str(self.basedir / "src"),
+                            pkg_modules(self.config))
 
     def log(self, rule_name: str, name: str) -> str:
         return log_path(self.results, rule_name, name)
