@@ -64,19 +64,22 @@ rule evaluate_topk:
         " --match {params.match:q} {params.gold:q} 2> {log:q}"
 
 
-# Answer-match qrels pooled over every run of a test set (TREC pooling: each run's judged hits,
-# to the depth it was judged at: the deepest top-k, and at least the measures' cutoff 10), so that every row's standard measures (tables.<t>.measures)
-# are computed against the same judgments.
+# Answer-match qrels pooled over a table's runs of a test set (TREC pooling: each run's judged hits,
+# to the depth it was judged at: the deepest top-k, and at least the measures' cutoff 10), so that
+# every row's standard measures (tables.<t>.measures) are computed against the same judgments, and
+# runs made for anything else (another table, the attribution matrix, claims' seeds) change none.
 rule pool_qrels:
     input:
-        lambda wc: plan.pool(wc.corpus, wc.dataset),
+        lambda wc: plan.pool(wc.table, wc.corpus, wc.dataset),
     output:
         qrels=POOLED_QRELS,
         info=POOL_INFO,
+    wildcard_constraints:
+        table=plan.one_of(list(config["tables"])),
     log:
-        log_path("pool_qrels", "{corpus}/{dataset}"),
+        log_path("pool_qrels", "{table}/{corpus}/{dataset}"),
     benchmark:
-        bench_path("pool_qrels", "{corpus}/{dataset}")
+        bench_path("pool_qrels", "{table}/{corpus}/{dataset}")
     params:
         script=f"{SCRIPTS}/pool_qrels.py",
         code=plan.code_version("pool_qrels.py"),

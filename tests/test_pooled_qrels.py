@@ -1,6 +1,7 @@
 """Standard measures against pooled qrels (issue 25): the answer-match judgments of every run of
 a test set, pooled (TREC pooling), so that every row of a table has the same ideal DCG."""
 
+import copy
 import json
 import math
 
@@ -54,21 +55,34 @@ def test_a_table_reads_the_pool_it_was_measured_against(tmp_path):
     pm = PooledMeasures()
     got = pm.measures(tmp_path / "a.trec", tmp_path / "t.qrels", ["RR@10"], questions=1)
     assert got["RR@10"] == pytest.approx(50.0) and "pooled" in got["qrels"]
-    assert pm.notes() == ["Pooled qrels t.qrels: the top 100 of 2 runs of the config on these questions, 3 (question, "
+    assert pm.notes() == ["Pooled qrels t.qrels: the top 100 of 2 runs of this table on these questions, 3 (question, "
                           "passage) pairs judged, 2 holding an answer."]
 
 
-def test_the_demo_pools_every_run_of_a_test_set_and_its_hybrid_table_reads_the_pool():
+def test_a_table_pools_its_own_runs_and_unrelated_runs_change_nothing():
+    """The pool was every run of the config on the test set: an overlay adding seed runs or
+    attribution pairs moved the hybrid table's nDCG@10, and its pins."""
     from dcsr.pipeline.plan import Plan
 
-    plan = Plan(load("config.yaml"), basedir=REPO)
-    pool = plan.pool("squad", "squad-a")
+    cfg = load("config.yaml")
+    plan = Plan(copy.deepcopy(cfg), basedir=REPO)
+    pool = plan.pool("hybrid", "squad", "squad-a")
     names = {"/".join(p.split("/")[-4:]) for p in pool}
-    # BM25, the dense pairs of the tables and of the attribution matrix, and the hybrids
+    # BM25, the table's dense rows, its hybrids
     assert "squad/bm25/bm25/squad-a.questions.jsonl" in names
-    assert "squad/dpr-a/dpr-a/squad-a.questions.jsonl" in names and "squad/dpr-b/dpr-a/squad-a.questions.jsonl" in names
+    assert "squad/dpr-a/dpr-a/squad-a.questions.jsonl" in names
     assert "hybrid-rrf/dcsr-a/dcsr-a/squad-a.questions.jsonl" in names
+    assert "squad/dpr-b/dpr-a/squad-a.questions.jsonl" not in names  # an attribution pair, not a row of the table
     assert not any("squad-b" in p or ".dev." in p for p in pool)
     inputs = plan.table_inputs(Wildcards(table="hybrid"))
-    assert inputs["qrels"] == ["results/qrels/squad/squad-a.qrels", "results/qrels/squad/squad-b.qrels"] and len(inputs["runs"]) == len(inputs["metrics"])
+    assert inputs["qrels"] == ["results/qrels/hybrid/squad/squad-a.qrels", "results/qrels/hybrid/squad/squad-b.qrels"]
+    assert len(inputs["runs"]) == len(inputs["metrics"])
     assert "qrels" not in plan.table_inputs(Wildcards(table="dpr_dcsr"))  # no measures, no pool
+    # seeds for every claim's models and another table: the hybrid table's pool is the same
+    for claim in cfg["claims"]:
+        claim.pop("seeds_note", None)
+    for model in ("dpr-a", "dcsr-a", "dpr-b", "dcsr-b"):
+        cfg["models"][model]["seeds"] = 2
+    cfg["tables"]["extra"] = {"title": "x", "test_sets": ["squad-a"], "rows": [
+        {"label": "b x a", "question": "dpr-b", "passage": "dpr-a"}], "measures": ["nDCG@10"]}
+    assert Plan(cfg, basedir=REPO).pool("hybrid", "squad", "squad-a") == pool

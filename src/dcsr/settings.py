@@ -100,7 +100,7 @@ TRAIN: dict[str, Setting] = {
     "tie_encoders": _s(bool, False, "one encoder for questions and passages (Tevatron's default, sentence-transformers' "
                                     "MultipleNegativesRankingLoss); false: two, as DPR and DCSR"),
     "seed": _s(int, 12345, "seed of order, negatives, dropout"),
-    "amp": _s(str, "auto", "auto (bf16, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX or AVX-512 BF16, else off), "
+    "amp": _s(str, "auto", "auto (bf16 where the GPU computes it natively, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX or AVX-512 BF16, else off), "
                            "bf16, fp16, off",
               choices=AMP),
     "checkpoint_every_steps": _s(int, 0, "also checkpoint every N steps (0: at each epoch end only)", low=0),
@@ -181,7 +181,7 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                                      "corpus size is known (null: use shards)", low=1),
         "batch_size": _s(int, 64, "passages per encoder batch", low=1),
         "fp16": _s(bool, False, "store vectors as float16"),
-        "precision": _s(str, "auto", "compute precision of the encoders: auto (bf16 on a CUDA GPU that has it, else fp16; "
+        "precision": _s(str, "auto", "compute precision of the encoders: auto (bf16 on a CUDA GPU that computes it natively, else fp16; "
                                      "bf16 on a CPU with AMX or AVX-512 BF16; else fp32), fp32, bf16, fp16 (CUDA only)",
                         choices=PRECISIONS),
         "backend": _s(str, "auto", "runtime of the passage encoder in corpus embedding: auto (openvino where it "

@@ -177,9 +177,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                      "test set's dataset).")
     if measures:
         lines.append("- Columns marked *: the run's standard measure (ir_measures, trec_eval's code, on the TREC run "
-                     "file) x 100, against answer-match qrels pooled over every run of the config on the test set "
+                     "file) x 100, against answer-match qrels pooled over this table's runs on the row's test set "
                      "(TREC pooling: each passage some run retrieved within the depth, judged by DPR's matching), so "
-                     "every row of a test set is measured against the same judgments (dcsr.evaluation.trec_eval).")
+                     "every row of a test set is measured against the same judgments, and runs outside the table "
+                     "change none of them; the pools are listed below (dcsr.evaluation.trec_eval).")
     if weights:
         lines.append("- Dense weight: a hybrid row's weight w of linear fusion, w x dense + (1 - w) x BM25 of "
                      "min-max normalized scores, chosen on the dev questions of the test set's dataset "

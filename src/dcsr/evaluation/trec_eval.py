@@ -133,7 +133,7 @@ class PooledMeasures:
         out = []
         for key, about in sorted(self._about.items()):
             out.append(f"Pooled qrels {os.path.basename(key)}: the top {about['depth']} of {len(about['runs'])} runs "
-                       f"of the config on these questions, {about['judged']} (question, passage) pairs judged, "
+                       f"of this table on these questions, {about['judged']} (question, passage) pairs judged, "
                        f"{about['relevant']} holding an answer.")
         return out
 

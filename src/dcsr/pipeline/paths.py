@@ -60,8 +60,8 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     METRICS = f"{results}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
     QUESTION_RESULTS = f"{results}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
     # answer-match qrels pooled over every run of a test set (TREC pooling), for the standard measures
-    POOLED_QRELS = f"{results}/qrels/{{corpus}}/{{dataset}}.qrels"
-    POOL_INFO = f"{results}/qrels/{{corpus}}/{{dataset}}.pool.json"
+    POOLED_QRELS = f"{results}/qrels/{{table}}/{{corpus}}/{{dataset}}.qrels"
+    POOL_INFO = f"{results}/qrels/{{table}}/{{corpus}}/{{dataset}}.pool.json"
     TABLE_CSV = f"{results}/tables/{{table}}.csv"
     TABLE_MD = f"{results}/tables/{{table}}.md"
     # DCSR Table 1 (questions per gold passage of every dataset's training set) and Figure 4

@@ -70,7 +70,8 @@ class Targets(ConfigView):
         return [{"qmodel": cell.qmodel, "pmodel": cell.pmodel, "dataset": cell.dataset, "fusion": cell.fusion,
                  "metrics": self.cell_file(c, cell, "metrics"),
                  **({"run": self.cell_file(c, cell, "run"),
-                     "qrels": self.paths.POOLED_QRELS.format(corpus=c, dataset=cell.dataset)} if measures else {})}
+                     "qrels": self.paths.POOLED_QRELS.format(table=table, corpus=c, dataset=cell.dataset)}
+                    if measures else {})}
                 for c, cell in self.table_cells(table)]
 
     def plumbing_notes(self, models) -> list[str]:
@@ -93,24 +94,20 @@ class Targets(ConfigView):
         return self.plumbing_notes({m for c in self.config.get("claims", []) for side in ("baseline", "method")
                                     for m in claim_pair(c[side])})
 
-    def pool(self, corpus, dataset):
-        """The per-question results of every run the config makes on ``dataset``'s questions over
-        ``corpus``: the tables' cells (BM25, dense pairs, hybrids), the runs they fuse, the
-        attribution pairs and the claims' seeds. Their judged hits, pooled, are the qrels that
-        every row's standard measures are computed against (TREC pooling)."""
-        runs = set()
-        for table in self.config["tables"]:
-            runs |= {self.cell_file(c, cell, "questions") for c, cell in self.table_cells(table)
-                     if (c, cell.dataset) == (corpus, dataset) and cell.fusion}
-            runs |= {self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)
-                     for c, q, p, d in self.table_runs(table) if (c, d) == (corpus, dataset)}
+    def pool(self, table, corpus, dataset):
+        """The per-question results of the runs ``table`` makes on ``dataset``'s questions over
+        ``corpus``: its cells (BM25, dense pairs, hybrids) and the runs its hybrids fuse. Their
+        judged hits, pooled, are the qrels that the table's standard measures of that test set
+        are computed against (TREC pooling). The pool is the table's own: runs the config makes
+        for other tables, the attribution matrix or claims' seeds (an overlay adding seed runs,
+        say) leave it, and so the table's numbers, as they were."""
+        runs = {self.cell_file(c, cell, "questions") for c, cell in self.table_cells(table)
+                if (c, cell.dataset) == (corpus, dataset) and cell.fusion}
         runs |= {self.paths.QUESTION_RESULTS.format(corpus=c, qmodel=q, pmodel=p, dataset=d)
-                 for c, q, p, d in self.dense_runs() if (c, d) == (corpus, dataset)}
-        if self.attribution().get("bm25", True) and dataset in self.attribution().get("test_sets", []):
-            runs.add(self.paths.QUESTION_RESULTS.format(corpus=corpus, qmodel="bm25", pmodel="bm25", dataset=dataset))
+                 for c, q, p, d in self.table_runs(table) if (c, d) == (corpus, dataset)}
         if not runs:
-            raise InputError("config", f"no run of the config searches {dataset!r} on corpus {corpus!r}, so there is "
-                                       "nothing to pool qrels from")
+            raise InputError("config", f"table {table!r} searches no question of {dataset!r} on corpus {corpus!r}, "
+                                       "so there is nothing to pool qrels from")
         return sorted(runs)
 
     @functools.cache
