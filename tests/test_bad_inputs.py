@@ -92,6 +92,12 @@ def _evaluate_with_timeout(tmp: Path, seconds: float):
         answers.REGEX_TIMEOUT = limit
 
 
+def _read_squad(path: Path):
+    from dcsr.data.squad import _load
+
+    return _load(path)
+
+
 def qas_case(content, message) -> Case:
     return Case(message, files={"qa.csv": content, "corpus.tsv": CORPUS_TEXT, "run.trec": GOOD_RUN},
                 script="evaluate_topk.py", args=EVAL_ARGS)
@@ -343,6 +349,34 @@ CASES: dict[str, Case] = {
                                    for r, pid in enumerate((1, 2), start=1))},
         call=lambda tmp: _evaluate_with_timeout(tmp, 0.05)),
     # ----------------------------------------------------------------- training JSON (DPR biencoder)
+    "train-duplicate-key": train_case(
+        '[\n {"question": "capital of France?", "answers": ["Paris"], "answers": ["Lyon"],\n'
+        '  "positive_ctxs": [{"title": "Paris", "text": "Paris is the capital of France.", "passage_id": "1"}]}\n]\n',
+        "{tmp}/train.json:2: duplicate key 'answers' in a JSON object (a JSON reader keeps the last and drops the "
+        "first silently); remove or rename one"),
+    "train-lone-surrogate": train_case(
+        '[\n {"question": "capital of France\\ud800?", "answers": ["Paris"],\n'
+        '  "positive_ctxs": [{"title": "Paris", "text": "Paris is the capital of France.", "passage_id": "1"}]}\n]\n',
+        "{tmp}/train.json:2: the string 'capital of France\\ud800?' holds a lone surrogate ('\\ud800'): an escape "
+        "\\ud800-\\udfff without its pair, which is not text; fix the escape or remove it"),
+    "qas-lone-surrogate": qas_case(
+        "capital of France?\t['Paris']\ncapital of Germany?\t['Berlin\\ud800']\nhighest mountain?\t['Everest']\n",
+        "{tmp}/qa.csv:2: the string 'Berlin\\ud800' holds a lone surrogate ('\\ud800'): an escape "
+        "\\ud800-\\udfff without its pair, which is not text; fix the escape or remove it"),
+    "squad-duplicate-key": Case(
+        "{tmp}/squad.json: duplicate key 'answers' in a JSON object (a JSON reader keeps the last and drops the "
+        "first silently); remove or rename one",
+        files={"squad.json": '{"version": "1.1", "data": [{"title": "Paris", "paragraphs": [{"context": "Paris is '
+                             'the capital of France.", "qas": [{"id": "q1", "question": "capital of France?", '
+                             '"answers": [{"text": "Paris", "answer_start": 0}], "answers": []}]}]}]}\n'},
+        call=lambda tmp: _read_squad(tmp / "squad.json")),
+    "squad-lone-surrogate": Case(
+        "{tmp}/squad.json: the string 'capital of \\udfff?' holds a lone surrogate ('\\udfff'): an escape "
+        "\\ud800-\\udfff without its pair, which is not text; fix the escape or remove it",
+        files={"squad.json": '{"version": "1.1", "data": [{"title": "Paris", "paragraphs": [{"context": "Paris is '
+                             'the capital of France.", "qas": [{"id": "q1", "question": "capital of \\udfff?", '
+                             '"answers": [{"text": "Paris", "answer_start": 0}]}]}]}]}\n'},
+        call=lambda tmp: _read_squad(tmp / "squad.json")),
     "train-malformed-json": train_case(
         '[\n{"question": "capital of France?", "answers": ["Paris"]\n "positive_ctxs": []}\n]\n',
         "{tmp}/train.json:3: malformed JSON: Expecting ',' delimiter (column 2)"),

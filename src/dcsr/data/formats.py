@@ -211,13 +211,52 @@ def passage_texts(path: str | os.PathLike, wanted: set[int] | None = None) -> di
 # --------------------------------------------------------------------------- JSON
 
 
+class JSONProblem(ValueError):
+    """What :func:`strict_object` refuses; the reader adds the file and line."""
+
+
+def no_surrogate(text: str) -> None:
+    """``text`` holds no lone surrogate: JSON's ``"\\ud800"`` escape (or a Python literal's) decodes
+    to a code point that is not text, and the first tokenizer or UTF-8 write meets it with a
+    traceback."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        shown = text if len(text) <= 60 else f"{text[:50]}..."
+        raise JSONProblem(f"the string {shown!r} holds a lone surrogate ({text[e.start]!r}): an escape "
+                          "\\ud800-\\udfff without its pair, which is not text; fix the escape or remove it") from None
+
+
+def _strings_in(value) -> None:
+    if isinstance(value, str):
+        no_surrogate(value)
+    elif isinstance(value, list):  # objects inside were checked when they were made
+        for item in value:
+            _strings_in(item)
+
+
+def strict_object(pairs: list) -> dict:
+    """``object_pairs_hook`` of every JSON reader of a user's file: a key given twice in one object
+    is an error (``json`` keeps the last value and drops the first, so a pasted ``answers`` list
+    silently replaced the real one), and so is a string holding a lone surrogate."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise JSONProblem(f"duplicate key {key!r} in a JSON object (a JSON reader keeps the last and drops "
+                              "the first silently); remove or rename one")
+        no_surrogate(key)
+        _strings_in(value)
+        obj[key] = value
+    return obj
+
+
 def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Iterator[tuple[int, object]]:
     """Stream the elements of a top-level JSON array, yielding ``(line, element)``.
 
     Only one chunk and the current element are held in memory, so DPR's multi-GB
     training files stream; ``line`` is the 1-based line where the element starts.
     """
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=strict_object)
     with read_text(path) as fh:
         buf = fh.read(chunk_size)
         eof = len(buf) < chunk_size
@@ -276,6 +315,8 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
                     if not refill():
                         bad_line = line + buf.count("\n", pos, e.pos)
                         raise InputError(at(path, bad_line), f"malformed JSON: {e.msg} (column {e.colno})")
+                except JSONProblem as e:  # at the line where the element starts
+                    raise InputError(at(path, line), str(e)) from None
             start_line = line
             line += buf.count("\n", pos, end)
             pos = end
@@ -405,6 +446,11 @@ def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
             if not answers:
                 raise InputError(at(path, line), "the question has no answers (an empty list); "
                                                  "give at least one answer string or drop the question")
+            try:
+                for text in (question, *answers):
+                    no_surrogate(text)
+            except JSONProblem as e:
+                raise InputError(at(path, line), str(e)) from None
             check_answers(answers, at(path, line))
             if match == "regex":
                 check_patterns(answers, at(path, line))

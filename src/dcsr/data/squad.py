@@ -34,7 +34,8 @@ from typing import Mapping, Sequence
 
 from dcsr.data.answers import has_answer
 from dcsr.errors import InputError, at
-from dcsr.data.formats import QA, Passage, open_text, write_biencoder, write_corpus, write_qas
+from dcsr.data.formats import (QA, JSONProblem, Passage, open_text, strict_object, write_biencoder, write_corpus,
+                                write_qas)
 from dcsr.fsutil import atomic_path
 
 log = logging.getLogger(__name__)
@@ -112,9 +113,11 @@ def _need(obj, key: str, kind: type, where: str, what: str):
 def _load(path: str | os.PathLike) -> list:
     try:
         with open_text(path) as fh:  # .json or .json.gz
-            doc = json.load(fh)
+            doc = json.load(fh, object_pairs_hook=strict_object)
     except json.JSONDecodeError as e:
         raise InputError(at(path, e.lineno), f"not valid JSON: {e.msg} (column {e.colno})")
+    except JSONProblem as e:  # a duplicated key, a lone surrogate
+        raise InputError(at(path), str(e)) from None
     except (UnicodeDecodeError, OSError, EOFError) as e:
         raise InputError(at(path), f"cannot read SQuAD JSON: {e}")
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):

@@ -11,6 +11,7 @@ import json
 import os
 from typing import Callable, TypeVar
 
+from dcsr.data.formats import strict_object
 from dcsr.errors import InputError, at
 
 T = TypeVar("T")
@@ -25,7 +26,7 @@ def read_question_results(questions_jsonl: str | os.PathLike, read: Callable[[di
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, object_pairs_hook=strict_object)  # a key twice, a lone surrogate: refused
                 out[int(rec["qid"])] = read(rec)
             except (ValueError, KeyError, TypeError) as e:
                 raise InputError(at(questions_jsonl, n), f"not a per-question result ({e})")
