@@ -338,6 +338,29 @@ def make_dag(out: Path, cores: int = 2) -> tuple[float, list[str]]:
 
 # ---------------------------------------------------------------------- main
 
+def verify(imports=IMPORTS) -> int:
+    """Import every module the kit needs (on the device, after the wheels' install) and print its
+    distribution's version and where it was found; 1 if any fails."""
+    import importlib
+
+    bad = 0
+    for module, dist in imports.items():
+        try:
+            m = importlib.import_module(module)
+            where = Path(m.__file__).parent.parent if getattr(m, "__file__", None) else "?"
+            try:
+                version = md.version(dist)
+            except md.PackageNotFoundError:
+                version = getattr(m, "__version__", "?")
+            print(f"{module:22s} {dist} {version} ({where})")
+        except Exception as e:  # noqa: BLE001  (any failure to import is the finding)
+            bad += 1
+            print(f"{module:22s} {dist} FAILED: {type(e).__name__}: {e}")
+    print(f"{len(imports) - bad} of {len(imports)} imports of the kit work")
+    return 1 if bad else 0
+
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kit", type=Path, default=KIT)
@@ -345,7 +368,10 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="check an existing pack, and exit")
     ap.add_argument("--no-wheels", action="store_true", help="keep the wheels there are")
     ap.add_argument("--no-dag", action="store_true", help="keep the DAG archive there is")
+    ap.add_argument("--verify", action="store_true", help="on the device: import every module the kit needs")
     a = ap.parse_args()
+    if a.verify:
+        return verify()
     device = device_packages()
     required = needed(device=device)
     missing = uncovered_imports(required, device)
