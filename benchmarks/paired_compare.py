@@ -6,9 +6,16 @@ finds in its top k and those only B finds, with a two-sided exact sign test on t
 discordant pairs (the questions both or neither find carry no information).
 
     python benchmarks/paired_compare.py A.questions.jsonl B.questions.jsonl [--ks 1 5 20 100]
+    python benchmarks/paired_compare.py A1 B1 A2 B2 ...            # one family: Holm over every test
+    python benchmarks/paired_compare.py --seeds A1 B1 A2 B2 ...    # seeds of one comparison
 
-More than one pair (``A1 B1 A2 B2 ...``, e.g. one per test set) also prints the test pooled
-over all pairs' questions.
+Several pairs (one per model or test set) are one family of tests: every p-value is printed
+beside its Holm-adjusted one (``dcsr.evaluation.claims.holm``), and nothing is pooled. Pooling
+pairs over the same questions (seeds of one model, or several models on one dev set) counted
+each question several times as if independent: a 910-question dev set read as 3,640 questions.
+With ``--seeds`` the pairs are training seeds of one comparison on the same questions (seed k
+of A against seed k of B): they are compared as the claims ledger compares seeds, with a
+two-level bootstrap over seeds and questions (``dcsr.evaluation.claims.compare_seeded``).
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 from scipy.stats import binomtest
+
+from dcsr.evaluation.claims import compare_seeded, holm
 
 
 def first_hits(path: str) -> dict[int, int | None]:
@@ -40,30 +50,55 @@ def compare(a: dict, b: dict, k: int) -> tuple[int, int, float]:
     return wins, losses, sign_test(wins, losses)
 
 
-def _table(a: dict, b: dict, ks) -> None:
-    print("k\tonly A\tonly B\tp (two-sided sign test)")
+def family(pairs: list[tuple[str, str]], ks) -> list[dict]:
+    """Every (pair, k) sign test, Holm-adjusted together."""
+    rows = []
+    for a_path, b_path in pairs:
+        a, b = first_hits(a_path), first_hits(b_path)
+        for k in ks:
+            w, l, p = compare(a, b, k)
+            rows.append({"A": a_path, "B": b_path, "questions": len(a), "k": k, "only_A": w, "only_B": l, "p": p})
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
+        row["p_holm"] = adjusted
+    return rows
+
+
+def seeded(pairs: list[tuple[str, str]], ks) -> list[dict]:
+    """One comparison over seeds: A's and B's runs of the same questions, seed k against seed k."""
+    runs = [(first_hits(a), first_hits(b)) for a, b in pairs]
+    qids = sorted(runs[0][0])
+    if any(set(a) != set(qids) or set(b) != set(qids) for a, b in runs):
+        raise SystemExit("--seeds: every file must hold the same questions")
+    rows = []
     for k in ks:
-        w, l, p = compare(a, b, k)
-        print(f"{k}\t{w}\t{l}\t{p:.3g}")
+        hit = np.array([[[r[q] is not None and r[q] <= k for q in qids] for r in pair] for pair in runs], dtype=float)
+        c = compare_seeded(hit[:, 0], hit[:, 1])
+        rows.append({"k": k, "questions": len(qids), "seeds": len(runs), "difference": c.difference, "low": c.low,
+                     "high": c.high, "p": c.p_value})
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
+        row["p_holm"] = adjusted
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", metavar="A B", help="pairs of *.questions.jsonl: A1 B1 [A2 B2 ...]")
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 5, 20, 100])
+    ap.add_argument("--seeds", action="store_true", help="the pairs are training seeds of one comparison")
     args = ap.parse_args()
     if len(args.files) % 2:
         ap.error("give the files in pairs: A1 B1 [A2 B2 ...]")
-    pooled_a, pooled_b = {}, {}
-    for i in range(0, len(args.files), 2):
-        a, b = first_hits(args.files[i]), first_hits(args.files[i + 1])
-        print(f"A = {args.files[i]}\nB = {args.files[i + 1]}\n{len(a)} questions")
-        _table(a, b, args.ks)
-        pooled_a.update({(i, q): r for q, r in a.items()})
-        pooled_b.update({(i, q): r for q, r in b.items()})
-    if len(args.files) > 2:
-        print(f"pooled over the {len(args.files) // 2} pairs: {len(pooled_a)} questions")
-        _table(pooled_a, pooled_b, args.ks)
+    pairs = list(zip(args.files[::2], args.files[1::2]))
+    if args.seeds:
+        print(f"{len(pairs)} seeds; B - A in points, 95% two-level bootstrap interval, p, p (Holm over the ks)")
+        for r in seeded(pairs, args.ks):
+            print(f"top{r['k']}\t{r['difference']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]\t{r['p']:.3g}\t"
+                  f"{r['p_holm']:.3g}")
+        return
+    print("A\tB\tquestions\tk\tonly A\tonly B\tp (sign test)\tp (Holm, all rows)")
+    for r in family(pairs, args.ks):
+        print(f"{r['A']}\t{r['B']}\t{r['questions']}\t{r['k']}\t{r['only_A']}\t{r['only_B']}\t{r['p']:.3g}\t"
+              f"{r['p_holm']:.3g}")
 
 
 if __name__ == "__main__":

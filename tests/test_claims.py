@@ -319,3 +319,17 @@ def test_the_scaled_k_is_computed_from_the_corpus_and_checked_against_the_config
     with pytest.raises(InputError) as e:  # typed by hand for another corpus size
         ledger_rows([{**claim, "scaled_metric": "top1"}])
     assert str(e.value).startswith("config: claims.0.scaled_metric: is top1, but top20 scaled to this corpus is top2")
+
+
+def test_paired_compare_adjusts_a_family_and_never_pools_repeated_questions(tmp_path):
+    """benchmarks/paired_compare.py pooled pairs over the same questions (seeds, models on one
+    dev set) as independent questions; now every test is one family, Holm-adjusted, and seeds
+    are compared with the ledger's two-level bootstrap."""
+    pc = _paired_compare()
+    a1, b1 = _run(tmp_path / "a1.jsonl", [1, None, 3, None]), _run(tmp_path / "b1.jsonl", [1, 1, 1, None])
+    a2, b2 = _run(tmp_path / "a2.jsonl", [None, 1, None, 2]), _run(tmp_path / "b2.jsonl", [1, 1, 1, 1])
+    rows = pc.family([(str(a1), str(b1)), (str(a2), str(b2))], [1, 5])
+    assert len(rows) == 4 and all(r["p_holm"] >= r["p"] for r in rows)
+    assert [(r["only_A"], r["only_B"]) for r in rows] == [(0, 2), (0, 1), (0, 3), (0, 2)]
+    seeds = pc.seeded([(str(a1), str(b1)), (str(a2), str(b2))], [1])
+    assert seeds[0]["seeds"] == 2 and seeds[0]["questions"] == 4 and seeds[0]["difference"] == pytest.approx(62.5)  # +50 and +75
