@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
 from dcsr.evaluation.claims import compare_runs
 from dcsr.evaluation.tables import table_cells
+from dcsr.yamlutil import strict_load
 
 
 def main() -> None:
@@ -28,7 +27,7 @@ def main() -> None:
     ap.add_argument("--corpus", default="squad")
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 5, 20, 100])
     a = ap.parse_args()
-    table = yaml.safe_load(Path(a.config).read_text())["tables"][a.table]
+    table = strict_load(Path(a.config))["tables"][a.table]  # bounded: no alias bomb, no YTE
     metrics = Path(a.results) / "metrics" / a.corpus
 
     def per_question(cell, fusion=None, bm25=False):

@@ -27,13 +27,66 @@ __all__ = ["StrictLoader", "strict_load"]
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+#: Deepest nesting of collections a document may have (the project's configs nest 6 deep): past
+#: it, PyYAML's recursive composer would end in a RecursionError traceback.
+MAX_DEPTH = 64
+#: Most nodes a document may stand for with its aliases expanded (the project's largest config has
+#: about 2,000): nine levels of ten aliases each ("billion laughs") make 10^9, which every walk of
+#: the loaded config (the schema check, the config check) would visit, for hours.
+MAX_NODES = 1_000_000
+#: The top-level key that asks Snakemake to run a config through YTE, whose ``?`` expressions
+#: are Python that runs while the file is read.
+YTE_KEY = "__use_yte__"
+
+
 class StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` whose mappings refuse a key given twice.
+    """``yaml.SafeLoader`` whose mappings refuse a key given twice, whose documents nest at most
+    :data:`MAX_DEPTH` deep and stand for at most :data:`MAX_NODES` nodes with aliases expanded.
 
     ``where`` (set by :func:`strict_load`) names the source in messages.
     """
 
     where = "<yaml>"
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise InputError(at(self.where, mark.line + 1), f"YAML nested more than {MAX_DEPTH} levels deep; "
+                                                                 "a config nests a few levels: flatten it")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self):
+        node = super().compose_document()
+        seen: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes with aliases expanded, height)
+
+        def measure(n, depth: int) -> tuple[int, int]:
+            if id(n) in seen:
+                size, height = seen[id(n)]
+            else:
+                seen[id(n)] = (0, 0)  # a recursive alias (&a [*a]) adds nothing more
+                children = ([c for kv in n.value for c in kv] if isinstance(n, yaml.MappingNode)
+                            else n.value if isinstance(n, yaml.SequenceNode) else [])
+                size, height = 1, 1
+                for c in children:
+                    if depth + 1 > MAX_DEPTH:
+                        break
+                    s, h = measure(c, depth + 1)
+                    size, height = min(size + s, MAX_NODES + 1), max(height, h + 1)
+                seen[id(n)] = (size, height)
+            if depth + height - 1 > MAX_DEPTH:
+                raise InputError(self.where, f"its aliases (*name) nest the document more than {MAX_DEPTH} levels "
+                                             "deep; write the config without them")
+            return size, height
+
+        if node is not None and measure(node, 1)[0] > MAX_NODES:
+            raise InputError(self.where, f"its aliases (*name) expand to more than {MAX_NODES:,} YAML nodes (an alias "
+                                         "bomb, 'billion laughs'); a config is a few thousand: write it without them")
+        return node
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -83,7 +136,11 @@ def strict_load(path_or_text: str | os.PathLike, where: str | None = None):
     loader = StrictLoader(text)
     loader.where = where
     try:
-        return loader.get_single_data()
+        doc = loader.get_single_data()
+        if isinstance(doc, dict) and YTE_KEY in doc:
+            raise InputError(where, f"asks for YTE templating ({YTE_KEY}), whose '?' expressions are Python run "
+                                    "while the file is read; this workflow takes plain YAML only: write the values out")
+        return doc
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = e.problem or e.context or "not valid YAML"
