@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -224,6 +225,28 @@ def _find_module(module: str):
         return None
 
 
+def check_checkpoint_files(folder: Path, where: str) -> None:
+    """What loading a checkpoint folder would run, refused: a remote-code model (``auto_map`` in
+    its config.json names Python files of the folder, which ``trust_remote_code`` would import;
+    we never pass it, and say why here rather than in transformers' words at job time), and
+    pickle weights without safetensors (``pytorch_model.bin``: unpickling a file can run code)."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(where, f"its config.json cannot be read as JSON ({e})") from None
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if auto_map:
+        shown = (", ".join(f"{k}: {v}" for k, v in auto_map.items()) if isinstance(auto_map, dict) else repr(auto_map))
+        raise InputError(where, f"its config.json has auto_map ({shown[:200]}), code of the model folder that loading "
+                                "would run (a remote-code model); this workflow never runs a model's own code: give "
+                                "a checkpoint of an architecture transformers ships")
+    pickles = sorted(p.name for p in folder.glob("pytorch_model*.bin"))
+    if pickles and not any(folder.glob("*.safetensors")):
+        raise InputError(where, f"holds pickle weights only ({', '.join(pickles)}), and unpickling a file can run "
+                                "code: convert them to safetensors where you trust the file "
+                                "(AutoModel.from_pretrained(folder).save_pretrained(folder, safe_serialization=True))")
+
+
 def check_encoder(name: str, where: str) -> None:
     """An encoder of the config (``encoders.<name>``) is an existing checkpoint directory, a
     ``pkg:`` module that is installed, ``tiny`` / ``tiny:<seed>``, or a well-formed model hub
@@ -243,9 +266,11 @@ def check_encoder(name: str, where: str) -> None:
         raise InputError(where, f"{name!r}: the tiny model's seed must be an integer (tiny:<seed>)")
     path = Path(name).expanduser()
     if path.is_dir():
-        if checkpoint_dir(path) is None:
+        folder = checkpoint_dir(path)
+        if folder is None:
             raise InputError(where, f"{name!r} is a directory without config.json, so not a Hugging Face "
                                     "checkpoint; give the directory that save_pretrained wrote")
+        check_checkpoint_files(folder, f"{where}: {name!r}")
         return
     if path.exists():
         raise InputError(where, f"{name!r} is a file, not a checkpoint directory")
