@@ -47,3 +47,35 @@ def test_grad_cache_chunks_enter_the_fingerprint_when_dropout_is_on(tmp_path):
     assert settings_of(0.0, 0) == settings_of(0.0, 4)  # no dropout: chunks give the same model
     assert settings_of(0.1, 4)["grad_cache_chunk"] == 4 and "grad_cache_chunk" not in settings_of(0.1, 0)
     assert settings_of(None, 4) != settings_of(None, 8)  # None: the checkpoint's own dropout, on in BERT
+
+
+def test_hashing_a_user_file_writes_no_cache_beside_it(tmp_path, monkeypatch):
+    """The digest cache lives under results: (<results>/.cache/digests/, keyed by the resolved
+    path, size and mtime), never beside a user's input file or model folder; with no results
+    folder known (a script run by hand) no cache is written at all."""
+    from dcsr.fsutil import RESULTS_ENV
+    from dcsr.training.fingerprint import dir_sha256, file_sha256
+
+    user = tmp_path / "user"
+    (user / "ckpt").mkdir(parents=True)
+    (user / "train.json").write_text("[]")
+    (user / "ckpt" / "config.json").write_text("{}")
+    results = tmp_path / "results"
+    before = sorted(p.name for p in user.rglob("*"))
+
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    file_sha256(user / "train.json"), dir_sha256(user / "ckpt")
+    assert sorted(p.name for p in user.rglob("*")) == before
+    assert not results.exists()
+
+    monkeypatch.setenv(RESULTS_ENV, str(results))
+    digest = file_sha256(user / "train.json")
+    tree = dir_sha256(user / "ckpt")
+    assert sorted(p.name for p in user.rglob("*")) == before  # nothing beside the user's files
+    caches = sorted((results / ".cache" / "digests").iterdir())
+    assert len(caches) == 2 and all(p.suffix == ".json" for p in caches)
+    # the cached digest is the one used next time; a changed file is hashed again
+    assert file_sha256(user / "train.json") == digest and dir_sha256(user / "ckpt") == tree
+    (user / "train.json").write_text("[{}]")
+    assert file_sha256(user / "train.json") != digest
+    assert sorted((results / ".cache" / "digests").iterdir()) == caches

@@ -350,9 +350,13 @@ def test_resume_after_kill(tmp_path, repo, tiny_bert, data):
     assert [r["loss"] for r in log] == [r["loss"] for r in ref_log]
 
 
-def test_changed_training_data_is_not_resumed(tmp_path, tiny_bert, data):
+def test_changed_training_data_is_not_resumed(tmp_path, tiny_bert, data, monkeypatch):
     """A checkpoint of other training data is set aside, not resumed: the run trains afresh,
     says which input changed, and ends with the model a fresh run on the new data gives."""
+    from dcsr.fsutil import RESULTS_ENV
+    from dcsr.training.fingerprint import cache_path
+
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "results"))
     train_json, dev_json = data
     settings = {**SMALL, "epochs": 2}
     first = []
@@ -387,8 +391,9 @@ def test_changed_training_data_is_not_resumed(tmp_path, tiny_bert, data):
     train({**settings, "weight_decay": 0.01}, train_json, dev_json, str(tiny_bert), tmp_path / "out5",
           tmp_path / "ck", log=messages.append)
     assert any("(settings.weight_decay 0.0 -> 0.01)" in m for m in messages), messages
-    # the file hash is cached beside the file, keyed by size and mtime
-    cache = json.loads((train_json.parent / ".train.json.sha256.json").read_text())
+    # the file hash is cached under results:, keyed by the resolved path, size and mtime
+    cache = json.loads(cache_path(train_json).read_text())
+    assert cache_path(train_json).parent == tmp_path / "results" / ".cache" / "digests"
     assert cache["sha256"] == new_sha and cache["stamp"]["size"] == train_json.stat().st_size
 
 

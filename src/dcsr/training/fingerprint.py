@@ -1,11 +1,14 @@
 """Content identities of inputs, so that state reused across runs (a training checkpoint) is
 reused only when everything that determines it is unchanged.
 
-A file's SHA-256 is cached beside it (``.<name>.sha256.json``, keyed by size and
-modification time), so that a 21M-passage training or sentence file is read once, not at
-every start. A directory (a local checkpoint) is hashed file by file, its cache beside it
-(``.<dirname>.sha256.json``). Where the cache cannot be written (a read-only folder) the hash
-is computed and not cached.
+A file's SHA-256 is cached under the results folder, ``<results>/.cache/digests/<sha256 of
+the resolved path>.json`` (keyed by the resolved path, size and modification time), so that a
+21M-passage training or sentence file is read once, not at every start. A directory (a local
+checkpoint) is hashed file by file, its files' digests in one such cache. Nothing is written
+beside a user's own files or model folders: the results folder is the one ``rules/common.smk``
+exports to every job (:data:`dcsr.fsutil.RESULTS_ENV`); without it (a script run by hand) no
+cache is written or read, and where the cache cannot be written the hash is computed and not
+cached.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from dcsr.errors import InputError
+from dcsr.fsutil import RESULTS_ENV, atomic_open
 from dcsr.integrity import sha256_of
 
 
@@ -25,63 +30,73 @@ def _stamp(path: Path) -> dict:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _read_cache(cache: Path) -> dict:
+def _read_cache(cache: Path | None, resolved: str) -> dict:
+    if cache is None:
+        return {}
     try:
         value = json.loads(cache.read_text(encoding="utf-8"))
-        return value if isinstance(value, dict) else {}
     except (OSError, ValueError):
         return {}
+    return value if isinstance(value, dict) and value.get("path") == resolved else {}
 
 
-def _write_cache(cache: Path, value: dict) -> None:
-    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+def _write_cache(cache: Path | None, value: dict) -> None:
+    if cache is None:
+        return
     try:
-        tmp.write_text(json.dumps(value, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, cache)
-    except OSError:  # a read-only folder: no cache, the hash is still right
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        with atomic_open(cache, encoding="utf-8") as fh:
+            fh.write(json.dumps(value, sort_keys=True))
+    except (OSError, InputError):  # a read-only results folder, a link out of it: no cache, the hash is still right
+        pass
 
 
-def cache_path(path: str | os.PathLike) -> Path:
-    path = Path(path)
-    return path.with_name(f".{path.name}.sha256.json")
+def cache_path(path: str | os.PathLike, kind: str = "file") -> Path | None:
+    """Where the digests of ``path`` (a ``file`` or a ``dir``) are cached: under the results
+    folder (:data:`RESULTS_ENV`), named by the SHA-256 of the kind and the resolved path; None
+    where no results folder is known."""
+    results = os.environ.get(RESULTS_ENV)
+    if not results:
+        return None
+    key = hashlib.sha256(f"{kind}\0{os.path.realpath(path)}".encode("utf-8", "surrogateescape")).hexdigest()
+    return Path(results) / ".cache" / "digests" / f"{key}.json"
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """The SHA-256 of a file, from the cache beside it when its size and mtime are unchanged."""
+    """The SHA-256 of a file, from its cache when its size and mtime are unchanged."""
     path = Path(path)
+    resolved = os.path.realpath(path)
     stamp = _stamp(path)
-    cache = cache_path(path)
-    cached = _read_cache(cache)
+    cache = cache_path(path, "file")
+    cached = _read_cache(cache, resolved)
     if cached.get("stamp") == stamp and isinstance(cached.get("sha256"), str):
         return cached["sha256"]
     digest = sha256_of(path)
     if _stamp(path) == stamp:  # unchanged while it was read
-        _write_cache(cache, {"stamp": stamp, "sha256": digest})
+        _write_cache(cache, {"path": resolved, "stamp": stamp, "sha256": digest})
     return digest
 
 
 def dir_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a directory tree: of its files' relative paths and contents (hidden
-    files left out), each file's hash cached beside the directory."""
+    files left out), each file's hash cached (one cache for the directory)."""
     path = Path(path)
+    resolved = os.path.realpath(path)
     files = sorted(p for p in path.rglob("*") if p.is_file()
                    and not any(part.startswith(".") for part in p.relative_to(path).parts))
-    cache = cache_path(path)
-    cached = _read_cache(cache).get("files", {})
+    cache = cache_path(path, "dir")
+    cached = _read_cache(cache, resolved).get("files", {})
+    cached = cached if isinstance(cached, dict) else {}
     entries, h = {}, hashlib.sha256()
     for f in files:
         rel = f.relative_to(path).as_posix()
         stamp = _stamp(f)
         old = cached.get(rel)
-        digest = old["sha256"] if isinstance(old, dict) and old.get("stamp") == stamp else sha256_of(f)
+        fresh = isinstance(old, dict) and old.get("stamp") == stamp and isinstance(old.get("sha256"), str)
+        digest = old["sha256"] if fresh else sha256_of(f)
         entries[rel] = {"stamp": stamp, "sha256": digest}
         h.update(f"{rel}\0{digest}\n".encode())
     if entries != cached:
-        _write_cache(cache, {"files": entries})
+        _write_cache(cache, {"path": resolved, "files": entries})
     return h.hexdigest()
 
 
