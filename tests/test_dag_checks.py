@@ -111,3 +111,32 @@ def test_dcsr_max_lengths_too_short_for_the_markers_fail_at_dag_build():
         Plan(cfg, basedir=REPO)
     assert str(e.value) == ("config: models.dcsr-a.train.passage_max_length: 3 is too short for DCSR's sentence "
                             "markers: at least 4 ([CLS] <sent> a token [SEP])")
+
+
+def test_a_seed_numpy_cannot_take_or_too_many_seeds_is_refused_naming_the_key():
+    """Seeds are 0..2**32-1 (numpy's limit): the top-level seed, a subset's or the sweep's, and
+    a model's train.seed + k - 1 for its seeds: n runs; seeds: is at most 100 runs."""
+    from dcsr.pipeline.config_view import expand_config
+
+    cfg = load("config.yaml")
+    cfg["corpora"]["sub"] = {"subset": {"of": "squad", "fraction": 0.5}}
+    expand_config(copy.deepcopy(cfg))
+    cases = [
+        (lambda c: c.update(seed=-1), "config: seed: must be >= 0 and <= 4294967295 (numpy's seed limit), found -1"),
+        (lambda c: c.update(seed=2**64), "config: seed: must be >= 0 and <= 4294967295 (numpy's seed limit), "
+                                         "found 18446744073709551616"),
+        (lambda c: c["corpora"]["sub"]["subset"].update(seed=-5),
+         "config: corpora.sub.subset.seed: must be >= 0 and <= 4294967295 (numpy's seed limit), found -5"),
+        (lambda c: c["models"]["dpr-a"].update(seeds=100_000),
+         "config: models.dpr-a.seeds: must be >= 1 and <= 100 (each seed is a whole training run), found 100000"),
+        (lambda c: (c["models"]["dpr-a"].update(seeds=3), c["models"]["dcsr-a"].update(seeds=3),
+                    c["train"].update(seed=2**32 - 2)),
+         "config: models.dpr-a.seeds: run 3 would train with seed 4294967296 (train.seed 4294967294 + 2), above "
+         "4294967295 (numpy's seed limit); lower train.seed or seeds"),
+    ]
+    for edit, message in cases:
+        bad = copy.deepcopy(cfg)
+        edit(bad)
+        with pytest.raises(InputError) as e:
+            expand_config(bad)
+        assert str(e.value) == message

@@ -75,6 +75,12 @@ CASES = [
      "config: mining.negative: unknown key 'negative'; did you mean 'negatives'?"),
     ("launch-key-range", lambda c: c["train"].update(nodes=0),
      "config: train.nodes: must be >= 1, found 0"),
+    ("search-k-too-large", lambda c: c["search"].update(k=5_000_000),
+     "config: search.k: must be >= 1 and <= 10000, found 5000000"),
+    ("train-seed-negative", lambda c: c["train"].update(seed=-1),
+     "config: train.seed: must be >= 0 and <= 4294967295, found -1"),
+    ("model-train-seed-too-large", lambda c: c["models"]["dpr"].setdefault("train", {}).update(seed=2**32),
+     "config: models.dpr.train.seed: must be >= 0 and <= 4294967295, found 4294967296"),
 ]
 
 
@@ -82,6 +88,14 @@ CASES = [
 def test_a_bad_setting_names_the_key_and_the_fix(cfg, mutate, message):
     mutate(cfg)
     assert _message(cfg) == message
+
+
+def test_an_integer_bound_is_written_in_full():
+    """An int bound prints as the integer (2**32-1 printed as 4.29497e+09 before), a float one as %g."""
+    from dcsr.settings import Setting
+
+    assert Setting((int,), 0, "", low=0, high=2**32 - 1).allowed() == ">= 0 and <= 4294967295"
+    assert Setting((float,), 0.5, "", low=0, high=1e-5, high_open=True).allowed() == ">= 0 and < 1e-05"
 
 
 def _encoder_cases(tmp_path):

@@ -48,11 +48,14 @@ class Setting:
         """The allowed values in words (for the docs and messages)."""
         if self.choices is not None and self.low is None and self.high is None:
             return ", ".join(str(c) for c in self.choices)
+        def number(x):  # an int in full (2**32-1, not 4.29497e+09), a float as %g
+            return str(x) if isinstance(x, int) else f"{x:g}"
+
         parts = []
         if self.low is not None:
-            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+            parts.append(f"{'>' if self.low_open else '>='} {number(self.low)}")
         if self.high is not None:
-            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+            parts.append(f"{'<' if self.high_open else '<='} {number(self.high)}")
         if self.choices is not None:  # a word or a number in range (temperature: dev or > 0)
             return ", ".join(str(c) for c in self.choices) + " or " + " and ".join(parts)
         return " and ".join(parts)
@@ -69,6 +72,13 @@ EMBED_BACKENDS = ("auto", "torch", "onnx-int8", "openvino")  # dcsr.retrieval.em
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.index.place_index
+#: The largest seed: numpy's (``RandomState``, ``default_rng``) take 0..2**32-1, and every seed of
+#: the config (``seed:``, ``train.seed``, a subset's, the sweep's) reaches one of them.
+SEED_MAX = 2**32 - 1
+#: The most hits a search keeps per question (``search.k``): a search job holds a batch of 4,096
+#: questions x k scores and ids (12 bytes a hit: 0.5 GB at 10,000, about 64 GiB at 1.4 million) and
+#: its hits file questions x k; the papers read 100.
+MAX_HITS = 10_000
 
 #: What a bi-encoder's training reads (``dcsr.training.loop``). Defaults are DPR's (paper and its
 #: ``biencoder_nq`` config). Every one of them determines the model except those in
@@ -99,7 +109,8 @@ TRAIN: dict[str, Setting] = {
                 low=0, low_open=True),
     "tie_encoders": _s(bool, False, "one encoder for questions and passages (Tevatron's default, sentence-transformers' "
                                     "MultipleNegativesRankingLoss); false: two, as DPR and DCSR"),
-    "seed": _s(int, 12345, "seed of order, negatives, dropout"),
+    "seed": _s(int, 12345, "seed of order, negatives, dropout (0 to 2**32-1, numpy's seed limit)", low=0,
+               high=SEED_MAX),
     "amp": _s(str, "auto", "auto (bf16 where the GPU computes it natively, else fp16 + GradScaler, on CUDA; bf16 on a CPU with AMX or AVX-512 BF16, else off), "
                            "bf16, fp16, off",
               choices=AMP),
@@ -165,14 +176,16 @@ SECTIONS: dict[str, dict[str, Setting]] = {
     "bm25": {
         "mine_negatives": _s(bool, True, "fill hard_negative_ctxs of training sets from BM25, as DPR did"),
         "negatives": _s(int, 1, "hard negatives kept per question", low=1),
-        "depth": _s(int, 100, "BM25 hits inspected per question when mining", low=1),
-        "k": _s(int, 100, "hits kept per test question", low=1),
+        "depth": _s(int, 100, "BM25 hits inspected per question when mining (at most 10,000, as search.k)", low=1,
+                      high=MAX_HITS),
+        "k": _s(int, 100, "hits kept per test question (at most 10,000, as search.k)", low=1, high=MAX_HITS),
         "k1": _s((float, int), 0.9, "BM25 k1 (Anserini's default)", low=0),
         "b": _s((float, int), 0.4, "BM25 b (Anserini's default)", low=0, high=1),
         "threads": _s(int, 1, "threads of an Anserini job", low=1),
     },
     "mining": {
-        "depth": _s(int, 100, "hits searched per training question: passages, or sentences for a DCSR miner", low=1),
+        "depth": _s(int, 100, "hits searched per training question: passages, or sentences for a DCSR miner (at "
+                               "most 10,000, as search.k)", low=1, high=MAX_HITS),
         "negatives": _s(int, 30, "hard negatives kept per question", low=1),
     },
     "embed": {
@@ -212,7 +225,9 @@ SECTIONS: dict[str, dict[str, Setting]] = {
         "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu or torch)", low=0),
     },
     "search": {
-        "k": _s(int, 100, "passages retrieved per question", low=1),
+        "k": _s(int, 100, "passages retrieved per question (at most 10,000: a search job holds a batch of 4,096 "
+                           "questions x k scores and ids, 12 bytes a hit, 0.5 GB at 10,000; the papers read 100)",
+                 low=1, high=MAX_HITS),
     },
     "evaluate": {
         "ks": _s(list, [1, 5, 20, 100], "the k of top-k answer recall", item=int, low=1),

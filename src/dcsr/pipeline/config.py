@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dcsr.models.checkpoints import check_encoder
 from dcsr.errors import InputError
-from dcsr.settings import SECTIONS
+from dcsr.settings import SECTIONS, SEED_MAX
+
+#: The most training runs of one model (``models.<name>.seeds``): each is a whole training run, and
+#: the claims ledger's seed-level bootstrap needs a handful (the papers' claims rest on 3).
+MAX_SEEDS = 100
 
 
 def _key(*parts) -> str:
@@ -93,7 +97,28 @@ def dev_variants(cfg: dict) -> dict[str, dict]:
     return out
 
 
+def check_seeds(cfg: dict) -> None:
+    """The config's seeds within numpy's range, 0..2**32-1 (:data:`SEED_MAX`; a negative seed failed
+    in a job, or gave a traceback), and each model's ``seeds`` (runs) within 1..:data:`MAX_SEEDS`
+    (a million seeds hung the DAG build). ``train.seed`` is a setting, checked with the others."""
+    def bad(where, value, bounds, why):
+        raise InputError(where, f"must be {bounds} ({why}), found {value!r}")
+
+    seeds = [(("seed",), cfg.get("seed"))]
+    seeds += [(("corpora", name, "subset", "seed"), (c.get("subset") or {}).get("seed"))
+              for name, c in cfg["corpora"].items() if isinstance(c.get("subset"), dict)]
+    seeds += [(("attribution", "sweep", "seed"), ((cfg.get("attribution") or {}).get("sweep") or {}).get("seed"))]
+    for where, value in seeds:
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SEED_MAX:
+            bad(_key(*where), value, f">= 0 and <= {SEED_MAX}", "numpy's seed limit")
+    for name, m in cfg["models"].items():
+        n = m.get("seeds", 1)
+        if isinstance(n, int) and not isinstance(n, bool) and not 1 <= n <= MAX_SEEDS:
+            bad(_key("models", name, "seeds"), n, f">= 1 and <= {MAX_SEEDS}", "each seed is a whole training run")
+
+
 def check_config(cfg: dict) -> None:
+    check_seeds(cfg)
     corpora, datasets, models, encoders = cfg["corpora"], cfg["datasets"], cfg["models"], cfg["encoders"]
     for name, encoder in encoders.items():
         check_encoder(encoder, _key("encoders", name))
@@ -408,6 +433,10 @@ def seed_replicas(cfg: dict) -> dict[str, dict]:
         if n > 1 and "train_on" not in m:
             raise InputError(_key("models", name, "seeds"), "an untrained model has nothing to seed: seeds needs train_on")
         base = (m.get("train") or {}).get("seed", cfg.get("train", {}).get("seed", SECTIONS["train"]["seed"].default))
+        if int(base) + n - 1 > SEED_MAX:
+            raise InputError(_key("models", name, "seeds"), f"run {n} would train with seed {int(base) + n - 1} "
+                             f"(train.seed {int(base)} + {n - 1}), above {SEED_MAX} (numpy's seed limit); lower "
+                             "train.seed or seeds")
         for k in range(2, n + 1):
             replica = seed_name(name, k)
             if replica in cfg["models"]:
