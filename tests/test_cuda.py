@@ -43,10 +43,12 @@ WITH_CPU_TWIN = pytest.mark.parametrize("where", [CUDA, CPU])
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one intra-op thread
 
 #: Relative error (of the whole gradient, or of the whole update, as one vector) allowed between
-#: GradCache and one pass. fp32: the order of a few sums (1e-6 seen on a CPU). bf16 / fp16: each
-#: chunk is computed at another batch shape, so the kernels round otherwise: a few units of the
-#: last place (2**-8, 2**-11) through a dozen layers.
-GRAD_TOL = {"off": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
+#: GradCache and one pass. fp32: the order of a few sums (3e-7 seen on a CPU; 1e-3 leaves room
+#: for TF32, should anything turn it on). bf16 / fp16: each chunk is computed at another batch
+#: shape, so the kernels round otherwise: a few units of the last place (2**-8, 2**-11) through
+#: the layers (bf16: 1.3e-4 seen on a CPU, whose autocast keeps more in fp32). A defect of
+#: GradCache (a chunk's rows or pooling keys misplaced, a gradient lost) is an error of order 1.
+GRAD_TOL = {"off": 1e-3, "bf16": 5e-2, "fp16": 2e-2}
 
 
 def device_of(where: str) -> torch.device:
@@ -435,6 +437,7 @@ def test_embedding_on_cuda_equals_the_cpu(tmp_path, tiny_bert, where, method):
     report(f"embedding {method} on {device}", q_fp32_max_abs=float(np.abs(here - cpu).max()),
            q_auto_min_cos=cosine(auto, cpu), p_fp32_max_abs=float(np.abs(p_here - p_cpu).max()))
     assert here.shape == cpu.shape == (len(questions), cpu.shape[1])
-    assert np.allclose(here, cpu, atol=1e-4, rtol=1e-4) and cosine(here, cpu) > 0.99999
+    # fp32 on both (1e-3: room for TF32, should anything turn it on); auto is bf16 on a GPU
+    assert np.allclose(here, cpu, atol=1e-3, rtol=1e-3) and cosine(here, cpu) > 0.9999
     assert cosine(auto, cpu) > 0.99
-    assert np.allclose(p_here, p_cpu, atol=1e-4, rtol=1e-4)
+    assert np.allclose(p_here, p_cpu, atol=1e-3, rtol=1e-3)
