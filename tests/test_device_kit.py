@@ -212,5 +212,6 @@ def test_a_packed_kit_is_complete_and_fits(tmp_path):
         pytest.skip("no .kit/ here: benchmarks/gpu/pack.py has not been run")
     required = pack.needed()
     assert pack.check_pack(pack.KIT, required, pack.tree_bytes()) == []
+    assert pack.stale_dag(pack.KIT) == [], "the device would run BM25 jobs again: pack again"
     manifest = json.loads((pack.KIT / "MANIFEST.json").read_text())
     assert manifest["required"] == required, "the environment moved since the pack: run pack.py again"

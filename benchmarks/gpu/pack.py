@@ -336,6 +336,25 @@ def make_dag(out: Path, cores: int = 2) -> tuple[float, list[str]]:
     return time.time() - t0, targets
 
 
+def stale_dag(kit: Path = KIT) -> list[str]:
+    """The BM25 part's jobs that Snakemake would run again on the device (empty: none): a dry run,
+    as ``kit.sh dag`` runs it (the device's overlay, ``--rerun-triggers mtime``), over the
+    unpacked ``dag.tar.gz`` with this tree's code. A DAG whose paths moved since the pack plans
+    them again, and the device has no Java to make them: pack again."""
+    snakemake = Path(sys.executable).parent / "snakemake"
+    with tempfile.TemporaryDirectory(prefix="dcsr-kit-check-") as tmp:
+        with tarfile.open(kit / "dag.tar.gz") as tar:
+            tar.extractall(tmp, filter="tar")
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
+        r = subprocess.run([str(snakemake), "--snakefile", str(REPO / "Snakefile"), "--directory", tmp, "-n",
+                            "--rerun-triggers", "mtime", "--configfile", *[str(REPO / c) for c in DAG_CONFIGS],
+                            str(Path(tmp) / "over.yaml"), str(HERE / "ci_cuda.yaml")],
+                           cwd=tmp, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"the dry run over dag.tar.gz failed: {(r.stdout + r.stderr)[-2000:]}"]
+    return outputs_of(r.stdout + r.stderr)
+
+
 # ---------------------------------------------------------------------- main
 
 def verify(imports=IMPORTS) -> int:
@@ -402,6 +421,8 @@ def main() -> int:
         (a.kit / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     tree = tree_bytes()
     problems = check_pack(a.kit, required, tree)
+    if (a.kit / "dag.tar.gz").is_file():
+        problems += [f"the device would make {o} again (no Java there): pack again" for o in stale_dag(a.kit)]
     print(f"pack {folder_bytes(a.kit) / 2**20:.1f} MiB + working tree {tree / 2**20:.1f} MiB "
           f"= {(folder_bytes(a.kit) + tree) / 2**20:.1f} MiB of {LIMIT / 2**20:.0f}")
     for p in problems:
