@@ -189,7 +189,7 @@ def _prepare_vectors_changed(tmp: Path) -> None:
     _overwrite(tmp / "vectors.npy", 128, np.float32(0.5).tobytes())  # the first vector's first value
 
 
-def _prepare_weights_changed(tmp: Path) -> None:
+def _prepare_weights_changed(tmp: Path, change_weights: bool = True) -> None:
     from dcsr.models.biencoder import build_biencoder, save_biencoder
     from dcsr.models.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
     from dcsr.models.tiny import make_tiny_bert
@@ -197,8 +197,37 @@ def _prepare_weights_changed(tmp: Path) -> None:
     init = make_tiny_bert(tmp / "init", resolve_checkpoint(VOCAB_OF_TINY))
     tokenizer, model = build_biencoder(str(init))
     save_biencoder(model, tokenizer, tmp / "model", {"method": "dpr"})
-    weights = tmp / "model" / "passage_encoder" / "model.safetensors"
-    _overwrite(weights, weights.stat().st_size - 4, np.float32(2.0).tobytes())
+    if change_weights:
+        weights = tmp / "model" / "passage_encoder" / "model.safetensors"
+        _overwrite(weights, weights.stat().st_size - 4, np.float32(2.0).tobytes())
+
+
+def _prepare_hits_changed(tmp: Path) -> None:
+    from dcsr.integrity import seal
+
+    with open(tmp / "hits.npz", "wb") as fh:
+        np.savez(fh, scores=np.ones((2, 3), dtype=np.float32), ids=np.ones((2, 3), dtype=np.int64))
+    seal(tmp / "hits.npz")
+    _overwrite(tmp / "hits.npz", 100, np.float32(2.0).tobytes())  # inside the scores: the zip reads as before
+
+
+def _prepare_store_changed(name: str):
+    def prepare(tmp: Path) -> None:
+        from dcsr.data.passage_store import build_store
+
+        build_store(tmp / "corpus.tsv", tmp / "store")
+        _overwrite(tmp / "store" / name, 128, np.int64(7).tobytes())  # the first id or offset
+
+    return prepare
+
+
+def _prepare_model_file_changed(name: str):
+    def prepare(tmp: Path) -> None:
+        _prepare_weights_changed(tmp, change_weights=False)
+        path = tmp / "model" / "passage_encoder" / name
+        path.write_text(path.read_text(encoding="utf-8").replace("{", '{"stray": 1, ', 1), encoding="utf-8")
+
+    return prepare
 
 
 def _prepare_bm25_index(tmp: Path) -> None:
@@ -484,6 +513,27 @@ CASES: dict[str, Case] = {
         "shard again",
         prepare=_prepare_hits_truncated, script="merge_runs.py",
         args=["{tmp}/hits.npz", "--output", "{tmp}/out/run.trec", "--k", "3"]),
+    "npz-hits-changed": Case(
+        "{tmp}/hits.npz: does not match the checksum written when it was made; it is corrupt or was changed: "
+        "delete it and search the shard again",
+        prepare=_prepare_hits_changed, script="merge_runs.py",
+        args=["{tmp}/hits.npz", "--output", "{tmp}/out/run.trec", "--k", "3"]),
+    "store-ids-changed": Case(
+        "{tmp}/store/ids.npy: does not match the checksum written when it was made; it is corrupt or was changed: "
+        "delete the passage store {tmp}/store and build it again with build_passage_store.py",
+        files={"corpus.tsv": CORPUS_TEXT, "qa.csv": "capital of France?\t['Paris']\n",
+               "run.trec": "0 Q0 1 1 1.0 t\n"},
+        prepare=_prepare_store_changed("ids.npy"), script="evaluate_topk.py",
+        args=["--run", "{tmp}/run.trec", "--questions", "{tmp}/qa.csv", "--corpus", "{tmp}/store",
+              "--metrics", "{tmp}/out/metrics.json", "--per-question", "{tmp}/out/questions.jsonl"]),
+    "store-offsets-changed": Case(
+        "{tmp}/store/offsets.npy: does not match the checksum written when it was made; it is corrupt or was "
+        "changed: delete the passage store {tmp}/store and build it again with build_passage_store.py",
+        files={"corpus.tsv": CORPUS_TEXT, "qa.csv": "capital of France?\t['Paris']\n",
+               "run.trec": "0 Q0 1 1 1.0 t\n"},
+        prepare=_prepare_store_changed("offsets.npy"), script="evaluate_topk.py",
+        args=["--run", "{tmp}/run.trec", "--questions", "{tmp}/qa.csv", "--corpus", "{tmp}/store",
+              "--metrics", "{tmp}/out/metrics.json", "--per-question", "{tmp}/out/questions.jsonl"]),
     # ----------------------------------------------------------------- encoder checkpoints
     "encoder-absolute-path-missing": Case(
         "{tmp}/models/bert-base: is neither an existing directory nor a model hub id; check the path "
@@ -509,6 +559,14 @@ CASES: dict[str, Case] = {
         "{tmp}/model/passage_encoder/model.safetensors: does not match the checksum written when it was made; "
         "it is corrupt or was changed: delete the model {tmp}/model and train it again",
         prepare=_prepare_weights_changed, call=lambda tmp: _load_biencoder(tmp / "model")),
+    "model-config-changed": Case(
+        "{tmp}/model/passage_encoder/config.json: does not match the checksum written when it was made; "
+        "it is corrupt or was changed: delete the model {tmp}/model and train it again",
+        prepare=_prepare_model_file_changed("config.json"), call=lambda tmp: _load_biencoder(tmp / "model")),
+    "model-tokenizer-changed": Case(
+        "{tmp}/model/passage_encoder/tokenizer_config.json: does not match the checksum written when it was made; "
+        "it is corrupt or was changed: delete the model {tmp}/model and train it again",
+        prepare=_prepare_model_file_changed("tokenizer_config.json"), call=lambda tmp: _load_biencoder(tmp / "model")),
     "encoder-path-is-a-file": Case(
         "{tmp}/model.bin: is a file, not a checkpoint directory; give the directory that holds its config.json",
         files={"model.bin": b"\0"}, call=lambda tmp: _load_encoder(str(tmp / "model.bin"))(tmp)),

@@ -9,22 +9,40 @@ stop, so ``faiss.read_index`` and ``np.load`` (memory-mapped too) read a sealed 
 Check one by hand: ``head -c -78 FILE | sha256sum`` prints the digest that ``tail -c 65 FILE``
 shows.
 
+The search hits (``.npz``) and a passage store's ``ids.npy`` and ``offsets.npy`` carry it too
+(NumPy's zip reader finds an archive's directory from its end, past the trailer).
+
 A file without the trailer (written before checksums were added, or by another tool) is read
-unverified, with a warning; a file whose trailer does not match its bytes is an
-:class:`~dcsr.errors.InputError`.
+unverified, with a warning (:func:`warn_unverified`); a file whose trailer does not match its
+bytes is an :class:`~dcsr.errors.InputError`.
+
+A checked file is read once: hashed as it is read (:class:`VerifiedReader`, which FAISS reads
+a shard index through), or read into memory and hashed there (:func:`read_verified`,
+:func:`load_array`), not hashed in a pass of its own before the reader reads it again (a
+search job read its 14 GB shard index twice at 21M passages).
 
 A saved bi-encoder records the digests of its weight files in its ``dcsr.json``
+(``weights_sha256``), and of its config and tokenizer files (``files_sha256``)
 (:func:`file_digests`, :func:`check_file_digests`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import logging
+import mmap
 import os
+import queue
+import threading
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import numpy as np
+
 from dcsr.errors import InputError
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"\ndcsr-sha256 "
 TRAILER_SIZE = len(MAGIC) + 64 + 1
@@ -76,6 +94,159 @@ def verify(path: str | os.PathLike, fix: str) -> bool:
     if trailer[-1:] != b"\n" or sha256_of(path, size - TRAILER_SIZE).encode("ascii") != stored:
         raise corrupt(path, fix)
     return True
+
+
+def warn_unverified(path: str | os.PathLike, fix: str, what: str = "it is") -> None:
+    """The warning for a file read without a checksum to check it against."""
+    log.warning("%s has no checksum (written before checksums were added, or by another tool); %s read "
+                "unverified: %s to have it checked", path, what, fix)
+
+
+def _stored_digest(fh, size: int, path, fix: str) -> bytes | None:
+    """The digest a file's trailer holds, None without a trailer (``fh`` is left anywhere)."""
+    if size < TRAILER_SIZE:
+        return None
+    fh.seek(size - TRAILER_SIZE)
+    trailer = fh.read(TRAILER_SIZE)
+    if not trailer.startswith(MAGIC):
+        return None
+    if trailer[-1:] != b"\n":
+        raise corrupt(path, fix)
+    return trailer[len(MAGIC):-1]
+
+
+class VerifiedReader:
+    """A file read once from its start, its bytes hashed as they are read: ``read(n)`` gives the
+    next at most ``n`` bytes before the trailer (all of the file without one), and
+    :meth:`check` hashes what the reader left unread and compares the digest (True), or says
+    there was no trailer (False); one that does not match is an :class:`InputError`. For a
+    reader that takes a callback, as ``faiss.read_index(faiss.PyCallbackIOReader(r.read))``.
+
+    The hashing runs in a thread of its own (``hashlib`` releases the GIL), a few chunks
+    behind the reader, so that it overlaps the reading and what the caller does with the bytes."""
+
+    _QUEUED = 4  # chunks read but not yet hashed, at most
+
+    def __init__(self, path: str | os.PathLike, fix: str):
+        self.path, self.fix = path, fix
+        self._fh = open(path, "rb")
+        try:
+            size = os.fstat(self._fh.fileno()).st_size
+            self.stored = _stored_digest(self._fh, size, path, fix)
+        except BaseException:
+            self._fh.close()
+            raise
+        self.end = size - TRAILER_SIZE if self.stored is not None else size
+        self._fh.seek(0)
+        self.pos = 0
+        self._hash = self._queue = self._thread = None
+        if self.stored is not None:
+            self._hash = hashlib.sha256()
+            self._queue = queue.Queue(self._QUEUED)
+            self._thread = threading.Thread(target=self._hash_chunks, name="sha256", daemon=True)
+            self._thread.start()
+
+    def _hash_chunks(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            self._hash.update(chunk)
+
+    def _finish_hashing(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.end - self.pos if n is None or n < 0 else min(int(n), self.end - self.pos)
+        data = self._fh.read(n) if n > 0 else b""
+        self.pos += len(data)
+        if self._thread is not None and data:
+            self._queue.put(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+    def check(self) -> bool:
+        if self.stored is None:
+            return False
+        while self.pos < self.end:
+            if not self.read(_CHUNK):
+                break
+        self._finish_hashing()
+        if self._hash.hexdigest().encode("ascii") != self.stored:
+            raise corrupt(self.path, self.fix)
+        return True
+
+    def close(self) -> None:
+        self._finish_hashing()
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_verified(path: str | os.PathLike, fix: str) -> tuple[bytearray, bool]:
+    """``(the bytes of path before its trailer, verified)``, the file read once; a trailer that
+    does not match is an :class:`InputError`, a file without one gives ``verified`` False."""
+    with VerifiedReader(path, fix) as r:
+        buf = bytearray(r.end)
+        got = 0
+        while got < r.end:
+            n = r.readinto(memoryview(buf)[got : got + _CHUNK])
+            if not n:
+                break
+            got += n
+        del buf[got:]
+        return buf, r.check()
+
+
+def _npy_from_buffer(buf: bytearray) -> np.ndarray:
+    """The array of a ``.npy`` file's bytes, without copying them (``np.load``'s checks: no
+    pickled objects; a short file is a ValueError)."""
+    fp = io.BytesIO(bytes(memoryview(buf)[: 1 << 17]))
+    version = np.lib.format.read_magic(fp)
+    if version not in ((1, 0), (2, 0)):  # 3.0: utf-8 field names, rare; np.load reads a copy
+        return np.load(io.BytesIO(buf), allow_pickle=False)
+    header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = header(fp)
+    if dtype.hasobject:
+        raise ValueError("the array holds Python objects (a pickle), which are not loaded")
+    count = int(np.prod(shape, dtype=np.int64))
+    offset = fp.tell()
+    if len(buf) - offset < count * dtype.itemsize:
+        raise ValueError(f"{len(buf) - offset} bytes of data for {count} values of {dtype}")
+    arr = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+    return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
+
+
+def load_array(path: str | os.PathLike, fix: str, mmap_mode: str | None = None) -> tuple[np.ndarray, bool]:
+    """``(np.load of a .npy file, verified)``, its checksum checked (:func:`verify`'s outcomes)
+    on one read: read into memory and hashed there; with ``mmap_mode``, hashed through a
+    memory map of the file, whose pages the returned memory map then finds in the page cache
+    (a file larger than the memory free for the cache is read from disk again). A truncated or
+    foreign file raises ValueError, EOFError or OSError, as ``np.load`` does."""
+    if mmap_mode is None:
+        buf, verified = read_verified(path, fix)
+        return _npy_from_buffer(buf), verified
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        stored = _stored_digest(fh, size, path, fix)
+        if stored is not None:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                h, view = hashlib.sha256(), memoryview(mm)
+                for i in range(0, size - TRAILER_SIZE, _CHUNK):
+                    h.update(view[i : min(i + _CHUNK, size - TRAILER_SIZE)])
+                view.release()
+            if h.hexdigest().encode("ascii") != stored:
+                raise corrupt(path, fix)
+    return np.load(path, mmap_mode=mmap_mode, allow_pickle=False), stored is not None
 
 
 def file_digests(root: str | os.PathLike, names: Iterable[str]) -> dict[str, str]:

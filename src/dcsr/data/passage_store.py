@@ -7,7 +7,8 @@ runs. A *store* is written once per corpus, in one streaming pass:
 
 - ``passages.jsonl``: one passage per line, ``[id, text, title]`` as JSON (so no record spans
   lines, whatever quoting the TSV used), in corpus order;
-- ``ids.npy`` (int64, sorted) and ``offsets.npy`` (int64): each id's byte offset in it.
+- ``ids.npy`` (int64, sorted) and ``offsets.npy`` (int64): each id's byte offset in it, each
+  sealed with its checksum (:mod:`dcsr.integrity`), checked when a store is opened.
 
 :meth:`PassageStore.get` then reads only the wanted lines (memory-mapped index, seeks in file
 order), and :meth:`PassageStore.shard` one embedding shard's rows. The texts are exactly
@@ -27,7 +28,8 @@ import numpy as np
 
 from dcsr.errors import InputError
 from dcsr.data.formats import Passage, iter_passages, output_folder, passage_texts
-from dcsr.fsutil import atomic_open
+from dcsr.fsutil import atomic_open, atomic_path
+from dcsr.integrity import load_array, seal, warn_unverified
 
 TEXT, IDS, OFFSETS = "passages.jsonl", "ids.npy", "offsets.npy"
 
@@ -76,8 +78,10 @@ def _build_store(corpus, files: dict[str, Path], progress: bool) -> int:
             raise InputError(str(corpus), f"passage id {int(id_arr[dup[0]])} occurs more than once; "
                                           "passage ids must be unique")
         for key, arr in (("ids", id_arr), ("offsets", off_arr)):
-            with atomic_open(files[key], "wb") as out:
-                np.save(out, arr)
+            with atomic_path(files[key], suffix=".npy") as tmp:
+                with open(tmp, "wb") as out:
+                    np.save(out, arr)
+                seal(tmp)
     if bar is not None:
         bar.close()
     return len(id_arr)
@@ -91,8 +95,22 @@ class PassageStore:
         missing = [str(p) for p in self.files.values() if not p.exists()]
         if missing:
             raise InputError(str(directory), f"not a passage store (missing {', '.join(missing)})")
-        self.ids = np.load(self.files["ids"], mmap_mode="r")
-        self.offsets = np.load(self.files["offsets"], mmap_mode="r")
+        self.ids = self._load("ids", directory)
+        self.offsets = self._load("offsets", directory)
+
+    def _load(self, key: str, directory) -> np.ndarray:
+        """A store array, memory-mapped, its checksum checked (a store written before checksums
+        is read with a warning)."""
+        fix = f"delete the passage store {directory} and build it again with build_passage_store.py"
+        try:
+            arr, verified = load_array(self.files[key], fix, mmap_mode="r")
+        except InputError:
+            raise
+        except (ValueError, EOFError, OSError):
+            raise InputError(str(self.files[key]), f"not a readable .npy array (truncated or corrupt); {fix}") from None
+        if not verified:
+            warn_unverified(self.files[key], fix)
+        return arr
 
     def __len__(self) -> int:
         return len(self.ids)

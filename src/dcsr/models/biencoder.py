@@ -6,7 +6,8 @@ reads, and every downstream stage consumes)::
     out_dir/question_encoder/   Hugging Face ``save_pretrained`` model + tokenizer
     out_dir/passage_encoder/    Hugging Face ``save_pretrained`` model + tokenizer
     out_dir/dcsr.json           meta: pooling, normalize, scale, max lengths, method, base checkpoint, step,
-                                and ``weights_sha256``: the digest of each weight file, checked at load
+                                and ``weights_sha256``: the digest of each weight file, and ``files_sha256``:
+                                of every other file (config.json, the tokenizer's), both checked at load
 
 Pooling is a hook, :meth:`BiEncoder.pool`, that reads the whole tokenized batch: DPR takes
 the [CLS] vector, "mean" a masked mean, and a batch that carries ``pool_positions`` (flat
@@ -41,7 +42,7 @@ from dcsr.models.checkpoints import (checkpoint_dir, init_pair, looks_like_path,
                                      st_modules)
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
-from dcsr.integrity import check_file_digests, file_digests
+from dcsr.integrity import check_file_digests, file_digests, warn_unverified
 from dcsr.settings import POOLINGS, TRAIN
 
 log = logging.getLogger(__name__)
@@ -540,6 +541,7 @@ def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, met
     if model.similarity_source:
         full.setdefault("similarity_source", model.similarity_source)
     full["weights_sha256"] = weight_digests(out_dir)
+    full["files_sha256"] = config_digests(out_dir)
     with open(out_dir / META_FILE, "w", encoding="utf-8") as fh:
         json.dump(full, fh, indent=1, sort_keys=True)
         fh.write("\n")
@@ -551,6 +553,17 @@ def weight_digests(model_dir: str | os.PathLike) -> dict[str, str]:
     model_dir = Path(model_dir)
     return file_digests(model_dir, [f"{sub}/{f.name}" for sub in (QUESTION_DIR, PASSAGE_DIR)
                                     for f in (model_dir / sub).iterdir() if f.suffix in WEIGHT_SUFFIXES])
+
+
+def config_digests(model_dir: str | os.PathLike) -> dict[str, str]:
+    """``{path: sha256}`` of the files of a saved bi-encoder's encoders other than the weights
+    (``config.json``, the tokenizer's files): what its ``dcsr.json`` records as ``files_sha256``
+    and :func:`load_biencoder` checks (a changed ``config.json`` or vocabulary loads without
+    complaint and encodes otherwise)."""
+    model_dir = Path(model_dir)
+    return file_digests(model_dir, [f"{sub}/{f.name}" for sub in (QUESTION_DIR, PASSAGE_DIR)
+                                    for f in (model_dir / sub).iterdir()
+                                    if f.is_file() and f.suffix not in WEIGHT_SUFFIXES and not f.name.startswith(".")])
 
 
 def save_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta: Mapping[str, Any]) -> None:
@@ -585,14 +598,22 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
 
     The model is on ``device`` in eval mode; the tokenizer is the question encoder's (both
     directories hold the same one). Weight files whose digest (``weights_sha256`` of
-    ``dcsr.json``; models saved before it have none) does not match are an :class:`InputError`.
+    ``dcsr.json``), or config and tokenizer files whose digest (``files_sha256``) does not
+    match are an :class:`InputError`; a model saved before either was recorded loads with a
+    warning.
     """
     path = Path(path)
     meta = read_meta(path)
     for sub in (QUESTION_DIR, PASSAGE_DIR):
         if not (path / sub).is_dir():
             raise InputError(str(path), f"saved bi-encoder has no {sub}/")
-    check_file_digests(path, meta.get("weights_sha256") or {}, f"delete the model {path} and train it again")
+    fix = f"delete the model {path} and train it again"
+    for key in ("weights_sha256", "files_sha256"):
+        check_file_digests(path, meta.get(key) or {}, fix)
+    unchecked = [what for key, what in (("weights_sha256", "its weight files"),
+                                        ("files_sha256", "its config and tokenizer files")) if not meta.get(key)]
+    if unchecked:  # saved before digests were recorded: as a file without a checksum trailer
+        warn_unverified(path / META_FILE, fix, " and ".join(unchecked) + " are")
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
     # the format before "pooling" was written had CLS only; before "normalize", the dot product
     model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout, attention_dropout),

@@ -23,6 +23,7 @@ keep one layout.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
@@ -35,7 +36,7 @@ from tqdm import tqdm
 
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
-from dcsr.integrity import seal, verify
+from dcsr.integrity import VerifiedReader, load_array, read_verified, seal, warn_unverified
 from dcsr.settings import INDEX_GPU
 
 log = logging.getLogger(__name__)
@@ -211,12 +212,15 @@ def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto", search_par
     faiss = _faiss()
     if not os.path.isfile(path):
         raise InputError(str(path), "no such FAISS index file; build it with index_shard.py")
-    verified = verify(path, REBUILD_INDEX)
-    try:
-        index = faiss.read_index(str(path))
-    except RuntimeError as e:
-        log.debug("faiss.read_index(%s): %s", path, e)
-        raise InputError(str(path), f"not a readable FAISS index (truncated or corrupt); {REBUILD_INDEX}") from None
+    # one read: FAISS reads through the checksum's reader, which hashes the bytes as they pass
+    with VerifiedReader(path, REBUILD_INDEX) as reader:
+        try:
+            index = faiss.read_index(faiss.PyCallbackIOReader(reader.read, 1 << 22))
+        except RuntimeError as e:
+            log.debug("faiss.read_index(%s): %s", path, e)
+            reader.check()  # a changed file says so rather than that it is unreadable
+            raise InputError(str(path), f"not a readable FAISS index (truncated or corrupt); {REBUILD_INDEX}") from None
+        verified = reader.check()
     if not verified:
         log.warning("%s has no checksum (written before indexes carried one); read unverified: %s to have "
                     "it checked", path, REBUILD_INDEX)
@@ -496,9 +500,10 @@ def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | 
     wrong rank) is an :class:`InputError` naming it."""
     if not os.path.isfile(path):
         raise InputError(str(path), "no such .npy file")
-    verified = verify(path, RERUN_NPY)
     try:
-        arr = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+        arr, verified = load_array(path, RERUN_NPY, mmap_mode)  # read once, hashed as read
+    except InputError:
+        raise
     except (ValueError, EOFError, OSError) as e:
         log.debug("np.load(%s): %s", path, e)
         raise InputError(str(path), f"not a readable .npy array (truncated or corrupt); {RERUN_NPY}") from None
@@ -586,6 +591,7 @@ def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_s
     with atomic_path(out_npz, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64))
+        seal(tmp)
     return {"queries": int(len(q)), "k": k, "vectors": int(index.ntotal)}
 
 
@@ -602,18 +608,30 @@ def merge_topk(shard_scores: Sequence[np.ndarray], shard_ids: Sequence[np.ndarra
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
 
 
+RESEARCH_SHARD = "delete it and search the shard again"
+
+
+def load_hits(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores, ids)`` of a search job's hits file, read once and its checksum checked (one
+    without is read with a warning); a truncated, foreign or changed file is an
+    :class:`InputError` naming it."""
+    try:
+        buf, verified = read_verified(path, RESEARCH_SHARD)
+        with np.load(io.BytesIO(buf), allow_pickle=False) as z:
+            scores, ids = z["scores"], z["ids"]
+    except InputError:
+        raise
+    except (ValueError, EOFError, OSError, KeyError, zipfile.BadZipFile) as e:
+        log.debug("np.load(%s): %s", path, e)
+        raise InputError(str(path), f"not a readable shard hits file (truncated or corrupt); {RESEARCH_SHARD}") from None
+    if not verified:
+        warn_unverified(path, RESEARCH_SHARD)
+    return scores, ids
+
+
 def merge_shard_hits(shard_npzs: Sequence[str | os.PathLike], k: int):
-    scores, ids = [], []
-    for path in shard_npzs:
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                scores.append(z["scores"])
-                ids.append(z["ids"])
-        except (ValueError, EOFError, OSError, KeyError, zipfile.BadZipFile) as e:
-            log.debug("np.load(%s): %s", path, e)
-            raise InputError(str(path), "not a readable shard hits file (truncated or corrupt); "
-                                        "delete it and search the shard again") from None
-    return merge_topk(scores, ids, k)
+    hits = [load_hits(path) for path in shard_npzs]
+    return merge_topk([s for s, _ in hits], [i for _, i in hits], k)
 
 
 def topk_to_run(scores: np.ndarray, ids: np.ndarray) -> dict[int, list[tuple[int, float]]]:
