@@ -1,7 +1,8 @@
 # FAISS: one index per vector shard; one search job per passage-encoder shard, which loads the
 # shard index once and searches every question set paired with that encoder (the tables' rows
 # and the attribution pairs); an exact top-k merge over the shards into one TREC run per
-# (question encoder, passage encoder, test set), scored in the same job (top-k answer recall). For a DCSR passage
+# (question encoder, passage encoder, test set), scored in the same job (top-k answer recall), which refuses
+# shards embedded as different kinds (their shard-<n>.json: precision, backend). For a DCSR passage
 # encoder the vectors are sentences: each shard returns its top 100 x k sentences and the
 # merge ranks passages by HasAns (score normalization, DCSR Section 3.3).
 # index.search_params (nprobe, efSearch, ...) is a search-time setting: a param of search_shard
@@ -102,7 +103,8 @@ rule merge_runs:
     shell:
         "python {params.script:q} --output {output.run:q} --k {params.k:q} --tag {params.tag:q} {params.hasans:q}"
         " --questions {input.questions:q} --corpus {params.store:q} --metrics {output.metrics:q}"
-        " --per-question {output.questions:q} --ks {params.ks:q} --match {params.match:q} {params.gold:q} {params.hits:q} 2> {log:q}"
+        " --per-question {output.questions:q} --ks {params.ks:q} --match {params.match:q} {params.gold:q}"
+        " --shard-stats {input.shard_stats:q} -- {params.hits:q} 2> {log:q}"
 
 
 # dcsr.temperature: dev: DCSR's HasAns temperature for one run, chosen on the dev questions of

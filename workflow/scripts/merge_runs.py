@@ -1,13 +1,15 @@
 """Merge per-shard top-k hits exactly into one TREC run, then score it (top-k answer recall
 with DPR's matching rules). DCSR (``--hasans``): the hits are sentences; all shards' top
 sentences are merged exactly, softmax-normalised and turned into a passage ranking by HasAns
-(Section 3.3), of which the top k passages are kept."""
+(Section 3.3), of which the top k passages are kept. The shards' embedding stats
+(``--shard-stats``) must record one precision, backend and kind (dcsr.retrieval.shard_kinds)."""
 import argparse
 import logging
 
 from dcsr.cli import chosen_value, script
 from dcsr.evaluation.metrics import add_scoring_arguments, score_from_arguments
 from dcsr.retrieval.index import merge_shard_hits, topk_to_run
+from dcsr.retrieval.shard_kinds import check_one_kind
 from dcsr.data.runs import write_trec
 
 
@@ -22,10 +24,14 @@ def main():
     ap.add_argument("--temperature", type=float, default=1.0, help="DCSR: softmax temperature (official: 1)")
     ap.add_argument("--temperature-file", default=None, help="DCSR: the temperature chosen on dev questions "
                                                               "(choose_temperature.py's JSON); overrides --temperature")
+    ap.add_argument("--shard-stats", nargs="+", default=[], help="every shard's shard-<n>.json (embed_shard.py "
+                    "--stats): shards embedded as different kinds are refused")
     add_scoring_arguments(ap, required=False)  # without --metrics the run is written, not scored
     a = ap.parse_args()
     if a.metrics and not (a.questions and a.corpus):
         ap.error("--metrics needs --questions and --corpus")
+    if a.shard_stats:
+        logging.info("shards embedded as %s", check_one_kind(a.shard_stats))
     if a.temperature_file:
         a.temperature = chosen_value(a.temperature_file, "temperature")
     if a.hasans:

@@ -116,6 +116,9 @@ class Plan(Targets):
                 "pair of the config: add it to a table's rows (config key tables) to have it searched"
             )
         inputs = self.run_inputs(wc, wc.dataset)
+        # each shard's embedding stats: the merge refuses shards embedded as different kinds
+        inputs["shard_stats"] = [self.paths.SHARD_STATS.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i)
+                                 for i in self.shards(wc.corpus)]
         if self.temperature_on_dev(wc.pmodel, wc.dataset):
             inputs["temperature"] = self.paths.TEMPERATURE.format(**wc)
         elif wc.dataset.endswith(DEV_VARIANT) and self.temperature_on_dev(wc.pmodel, wc.dataset[:-len(DEV_VARIANT)]):
