@@ -209,3 +209,37 @@ rule fuse_runs:
         " {params.weight:q} --k {params.k:q} --output {output.run:q} --questions {input.questions:q}"
         " --corpus {params.store:q} --metrics {output.metrics:q} --per-question {output.questions:q}"
         " --ks {params.ks:q} --match {params.match:q} {params.gold:q} 2> {log:q}"
+
+
+# A passage encoder's index of a corpus for Pyserini's FaissSearcher (dcsr.retrieval.pyserini_export):
+# the shard indexes as one FAISS `index` (Flat shards merged, one shard of any factory copied),
+# `docid` (passage ids; DCSR: <passage id>#<sentence number>), and a DPR model's question encoder
+# in the form Pyserini's query encoders load. On request only:
+#   snakemake results/export/pyserini/<corpus>/<pmodel>
+rule export_pyserini:
+    input:
+        unpack(plan.export_pyserini_inputs),
+    output:
+        directory(PYSERINI_EXPORT_DIR),
+    wildcard_constraints:
+        corpus=plan.one_of(list(config["corpora"])),
+        pmodel=plan.one_of(list(config["models"])),
+    log:
+        log_path("export_pyserini", "{corpus}/{pmodel}"),
+    benchmark:
+        bench_path("export_pyserini", "{corpus}/{pmodel}")
+    params:
+        script=f"{SCRIPTS}/export_pyserini.py",
+        code=plan.code_version("export_pyserini.py"),
+        sentences=plan.export_pyserini_args,
+        search_params=plan.search_params_args,
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("export_pyserini", "mem_mb"),
+        runtime=plan.resources_for("export_pyserini", "runtime"),
+    conda:
+        "../envs/gpu.yaml"
+    shell:
+        "python {params.script:q} --index {input.indexes:q} --ids {input.ids:q} {params.sentences:q}"
+        " --model {input.model:q} --output {output:q} --name {wildcards.pmodel:q} --corpus {wildcards.corpus:q}"
+        " {params.search_params:q} 2> {log:q}"

@@ -101,21 +101,32 @@ def _dpr_config(bert_config):
     return DPRConfig(**values, projection_dim=0)
 
 
+#: DPR's Hugging Face class of each tower, and the attribute that holds its BERT
+_DPR_CLASSES = {"question": ("DPRQuestionEncoder", "question_encoder"), "passage": ("DPRContextEncoder", "ctx_encoder")}
+
+
+def write_dpr_encoder(encoder, tokenizer, out_dir: Path, side: str, name: str) -> None:
+    """One tower, ``encoder`` (a BERT), in ``out_dir`` as DPR's Hugging Face class of its
+    ``side`` (question: DPRQuestionEncoder, passage: DPRContextEncoder) with the tokenizer,
+    weight for weight; ``name`` (the model) is what errors name."""
+    import transformers
+
+    cls_name, attr = _DPR_CLASSES[side]
+    bert = _bert_of(encoder, name)
+    with _quiet_transformers():
+        dpr = getattr(transformers, cls_name)(_dpr_config(bert.config))
+        getattr(dpr, attr).bert_model.load_state_dict(bert.state_dict())
+        dpr.to(dtype=next(bert.parameters()).dtype)
+        dpr.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
+
+
 def write_dpr(model, tokenizer, out_dir: Path, name: str) -> None:
     """``out_dir/question_encoder/`` (a DPRQuestionEncoder) and ``out_dir/ctx_encoder/`` (a
     DPRContextEncoder), each with the tokenizer: the model's BERTs, weight for weight."""
-    from transformers import DPRContextEncoder, DPRQuestionEncoder
-
     q_dir, p_dir = FOLDERS[DPR_FORMAT]
-    for sub, cls, attr, encoder in ((q_dir, DPRQuestionEncoder, "question_encoder", model.question_model),
-                                    (p_dir, DPRContextEncoder, "ctx_encoder", model.passage_model)):
-        bert = _bert_of(encoder, name)
-        with _quiet_transformers():
-            dpr = cls(_dpr_config(bert.config))
-            getattr(dpr, attr).bert_model.load_state_dict(bert.state_dict())
-            dpr.to(dtype=next(bert.parameters()).dtype)
-            dpr.save_pretrained(out_dir / sub)
-            tokenizer.save_pretrained(out_dir / sub)
+    write_dpr_encoder(model.question_model, tokenizer, out_dir / q_dir, "question", name)
+    write_dpr_encoder(model.passage_model, tokenizer, out_dir / p_dir, "passage", name)
 
 
 def write_sentence_transformer(encoder, tokenizer, out_dir: Path, pooling: str, normalize: bool,

@@ -37,6 +37,9 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     # a model in the format its family's tools read (DPR's Hugging Face classes or
     # sentence-transformers: dcsr.models.export); made on request only, not by the default target
     EXPORT_DIR = f"{results}/export/{{model}}"
+    # a passage encoder's index of a corpus in Pyserini's dense layout (index, docid; a DPR model's
+    # question encoder for Pyserini's query encoders: dcsr.retrieval.pyserini_export); on request only
+    PYSERINI_EXPORT_DIR = f"{results}/export/pyserini/{{corpus}}/{{pmodel}}"
     QUERY_DIR = f"{results}/queries/{{qmodel}}"  # one job per question encoder: every test set it is searched with
     QUERY_VECTORS = f"{QUERY_DIR}/{{dataset}}.npy"
     SHARD_VECTORS = f"{results}/embeddings/{{corpus}}/{{pmodel}}/shard-{{shard}}.npy"

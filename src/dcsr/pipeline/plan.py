@@ -42,6 +42,29 @@ class Plan(Targets):
                              "holds (one vector per text); only method dpr exports")
         return {"model": self.paths.MODEL_DIR.format(model=wc.model)}
 
+    def export_pyserini_inputs(self, wc):
+        """export_pyserini's inputs: ``wc.pmodel``'s shard indexes of ``wc.corpus`` and their ids (a
+        DCSR model's: and sentence numbers), and the model, whose question encoder goes beside the
+        index. Several shards of a factory other than Flat do not merge into the one index Pyserini
+        reads (dcsr.retrieval.pyserini_export): refused here, before anything is built."""
+        shards, factory = self.shards(wc.corpus), self.config["index"]["factory"]
+        if len(shards) > 1 and factory != "Flat":
+            raise InputError("config: index.factory", f"{factory!r}: corpus {wc.corpus} is indexed in {len(shards)} "
+                             "shards, and only Flat shards merge into the one index Pyserini reads (each shard of "
+                             "another factory trained its own codes or graph); export with index.factory: Flat or "
+                             "one shard (embed.shards: 1)")
+        inputs = {"model": self.paths.MODEL_DIR.format(model=wc.pmodel)}
+        patterns = {"indexes": self.paths.SHARD_INDEX, "ids": self.paths.SHARD_IDS}
+        if self.is_dcsr(wc.pmodel):  # its docids name sentences: <passage id>#<sentence number>
+            patterns["sentence_numbers"] = self.paths.SHARD_SENTENCE_NUMBERS
+        for key, pattern in patterns.items():
+            inputs[key] = [pattern.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards]
+        return inputs
+
+    def export_pyserini_args(self, wc, input) -> list[str]:
+        """``--sentence-numbers`` and a DCSR model's shard files; nothing for DPR."""
+        return ["--sentence-numbers", *input.sentence_numbers] if "sentence_numbers" in input.keys() else []
+
     def embed_shard_inputs(self, wc):
         # the corpus's passage store: the job reads its shard's rows only
         inputs = {"model": self.paths.MODEL_DIR.format(model=wc.pmodel), **self.store_inputs(wc)}

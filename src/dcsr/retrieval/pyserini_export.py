@@ -1,0 +1,292 @@
+"""A passage encoder's index of a corpus in Pyserini's dense layout, for
+``pyserini.search.faiss.FaissSearcher``.
+
+Pyserini opens a folder that holds ``index`` (one FAISS index) and ``docid`` (line i: the
+docid of the index's vector i). Ours is sharded (``results/index/<corpus>/<pmodel>/shard-<n>.faiss``)
+with the ids apart (``results/embeddings/...shard-<n>.ids.npy``, and ``.sents.npy`` for DCSR).
+:func:`export_pyserini` writes::
+
+    out_dir/index            every vector of the corpus in one FAISS index (inner product)
+    out_dir/docid            DPR: the passage id; DCSR: <passage id>#<sentence number>
+    out_dir/query_encoder/   DPR models: the question encoder, for Pyserini's DprQueryEncoder
+                             (CLS + dot product) or AutoQueryEncoder (mean-pooled or normalized)
+    out_dir/export.json      what it holds, how to search it, the sha256 of index and docid
+    out_dir/README.md        the same for a reader, with the Python to search it
+
+**The shards.** One shard is copied as it is, whatever ``index.factory`` built it, with
+``index.search_params`` set on it first (FAISS writes ``nprobe`` and ``efSearch`` into the
+file, so Pyserini searches it as our search jobs do). Several ``Flat`` shards become one
+``IndexFlatIP``: each shard's vectors read back from its index (``reconstruct_n``: a Flat
+index stores them as they are), shard after shard, the docids in the same order, so
+Pyserini's exact search finds what our per-shard search and exact merge find (ties aside: we
+break them by the smaller passage id, FAISS by row). Shards of any other factory are refused:
+each was trained on its own shard (IVF centroids, PQ codebooks, SQ ranges) or holds its own
+graph (HNSW), so their codes do not go into one index, re-encoding their vectors would search
+other vectors than ours, and FAISS cannot write the one index that holds several
+(``IndexShards``). The merge holds the merged index in memory (4 x dim bytes a vector, as
+Pyserini does to search it) and one shard at a time.
+
+**DCSR.** The index holds sentences: the docid ``<passage id>#<sentence number>`` names the
+sentence (the number counts the passage's sentences from 0, as ``.sents.npy``), and
+Pyserini's searcher returns raw sentence hits, a passage once per sentence it finds. Turning
+them into a passage ranking (the top 100 x k sentences, a softmax, HasAns) is this pipeline's
+merge step (:mod:`dcsr.retrieval.hasans`), not Pyserini's; our passage runs are the TREC files
+under ``results/runs/``. A DCSR question vector is the state at its ``<sent>`` marker
+(``[CLS] <sent> question [SEP]``), which neither of Pyserini's query encoders computes (they
+take ``[CLS]`` or the mean of all tokens): no query encoder is written, and the question
+vectors are passed to the searcher as an array (ours: ``results/queries/<qmodel>/<dataset>.npy``).
+So is a DPR model whose similarity DPR's and sentence-transformers' formats do not hold
+(:func:`dcsr.models.export.export_format`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from dcsr.errors import InputError
+from dcsr.fsutil import atomic_path
+from dcsr.integrity import file_digests
+from dcsr.retrieval.index import check_ids, load_npy, read_index
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "index"
+DOCID_FILE = "docid"
+QUERY_ENCODER_DIR = "query_encoder"
+EXPORT_META = "export.json"
+README = "README.md"
+#: between the passage id and the sentence number of a DCSR docid
+SENTENCE_SEPARATOR = "#"
+_CHUNK = 1 << 16  # vectors read back from a shard and added at a time, docids written at a time
+
+
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def _refuse_merge(factory: str, n: int, path) -> InputError:
+    return InputError("config: index.factory", (
+        f"{factory} ({path}): {n} shard indexes of a factory other than Flat do not merge into the one index "
+        "Pyserini reads: each shard trained its own codes (IVF centroids, PQ codebooks, SQ ranges) or built its "
+        "own graph (HNSW), and FAISS writes no index of indexes; export a corpus indexed in one shard "
+        "(embed.shards: 1, embed.passages_per_shard unset), whose index is copied as it is, or with "
+        "index.factory: Flat, whose shards merge exactly"))
+
+
+def _flat_ip(index):
+    """The shard index as a FAISS Flat index of inner products, or None when it is another kind."""
+    faiss = _faiss()
+    flat = faiss.downcast_index(index)
+    if isinstance(flat, faiss.IndexFlat) and flat.metric_type == faiss.METRIC_INNER_PRODUCT:
+        return flat
+    return None
+
+
+def docid_lines(ids: np.ndarray, sentence_numbers: np.ndarray | None, where: str) -> Iterator[str]:
+    """The ``docid`` lines of one shard's vectors, in order: the passage ids, or with
+    ``sentence_numbers`` (DCSR) ``<passage id>#<sentence number>``. ``where`` names the sentence
+    numbers' file in errors (raised before the first line)."""
+    if sentence_numbers is not None:
+        if len(sentence_numbers) != len(ids):
+            raise InputError(where, f"has {len(sentence_numbers)} sentence numbers for {len(ids)} vectors; the two "
+                                    "files come from different runs of the shard: embed it again")
+        if len(sentence_numbers) and int(sentence_numbers.min()) < 0:
+            raise InputError(where, "holds sentence number -1 (a whole-passage vector): these are a DPR model's "
+                                    "passage vectors, not DCSR's sentences")
+    return _docids(ids, sentence_numbers)
+
+
+def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None) -> Iterator[str]:
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK].tolist()
+        if sentence_numbers is None:
+            yield from (f"{i}\n" for i in chunk)
+        else:
+            sents = sentence_numbers[start : start + _CHUNK].tolist()
+            yield from (f"{i}{SENTENCE_SEPARATOR}{s}\n" for i, s in zip(chunk, sents))
+
+
+def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike | None]],
+                           out_dir: Path, search_params: str = "") -> dict:
+    """``out_dir/index`` and ``out_dir/docid`` from the shards ``(index, ids .npy, sentence numbers
+    .npy or None)`` in shard order (see the module's text); returns what they hold."""
+    faiss = _faiss()
+    if not shards:
+        raise InputError("export_pyserini", "no shard indexes to export")
+    merged, kind, dim = None, None, None
+    with open(out_dir / DOCID_FILE, "w", encoding="utf-8") as docid:
+        for n, (index_path, ids_path, sents_path) in enumerate(shards):
+            index = read_index(index_path, use_gpu=False, search_params=search_params if len(shards) == 1 else "")
+            ids = load_npy(ids_path, ndim=1)
+            check_ids(ids, ids_path, index, index_path)
+            sents = load_npy(sents_path, ndim=1) if sents_path is not None else None
+            docid.writelines(docid_lines(ids, sents, str(sents_path)))
+            kind = type(faiss.downcast_index(index)).__name__
+            if dim is not None and index.d != dim:
+                raise InputError(str(index_path), f"holds vectors of dimension {index.d}, and shard 0 of {dim}; "
+                                                  "the shards come from different encoders: embed them again")
+            dim = int(index.d)
+            if len(shards) == 1:
+                merged = index
+                break
+            flat = _flat_ip(index)
+            if flat is None:
+                raise _refuse_merge(kind, len(shards), index_path)
+            if merged is None:
+                merged = faiss.IndexFlatIP(dim)
+            for start in range(0, flat.ntotal, _CHUNK):
+                merged.add(flat.reconstruct_n(start, min(_CHUNK, flat.ntotal - start)))
+            log.info("shard %d/%d: %d vectors added (%s)", n + 1, len(shards), flat.ntotal, index_path)
+            del index, flat
+    faiss.write_index(merged, str(out_dir / INDEX_FILE))
+    return {"vectors": int(merged.ntotal), "dim": dim, "shards": len(shards),
+            "index_type": type(faiss.downcast_index(merged)).__name__,
+            "merge": "copied as it is" if len(shards) == 1 else
+                     f"{len(shards)} Flat shards' vectors in one IndexFlatIP, shard after shard"}
+
+
+_DCSR_QUERIES = ("DCSR encodes a question as the state at its <sent> marker ([CLS] <sent> question [SEP]), which "
+                 "neither DprQueryEncoder nor AutoQueryEncoder computes (they pool [CLS] or every token)")
+
+
+def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) -> tuple[dict | None, str | None]:
+    """The question encoder of the bi-encoder in ``model_dir`` in ``out_dir``, in the form
+    Pyserini's query encoders load: DPR's Hugging Face format for a CLS + dot-product model
+    (``DprQueryEncoder``), a Hugging Face encoder (with sentence-transformers' modules) for a
+    mean-pooled or normalized one (``AutoQueryEncoder``). Returns ``(what was written, None)``,
+    or ``(None, why not)`` for a model Pyserini cannot encode questions of (DCSR, or a similarity
+    neither format holds), of which nothing is written."""
+    from dcsr.models.biencoder import load_biencoder, read_meta
+    from dcsr.models.export import DPR_FORMAT, export_format, write_dpr_encoder, write_sentence_transformer
+
+    meta = read_meta(model_dir)
+    if meta.get("method", "dpr") == "dcsr":
+        return None, _DCSR_QUERIES
+    try:
+        fmt = export_format(meta, f"model {name}")
+        tokenizer, model, meta = load_biencoder(model_dir)
+        if fmt == DPR_FORMAT:
+            write_dpr_encoder(model.question_model, tokenizer, out_dir, "question", f"model {name}")
+            cls, kwargs = "DprQueryEncoder", {}
+        else:
+            qlen = int(meta.get("question_max_length", 256))
+            write_sentence_transformer(model.question_model, tokenizer, out_dir, model.pooling, model.normalize, qlen)
+            cls, kwargs = "AutoQueryEncoder", {"pooling": model.pooling, "l2_norm": bool(model.normalize)}
+    except InputError as e:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return None, str(e)
+    score = ("the dot product" if not model.normalize else
+             f"sqrt({model.scale:g}) x cosine (Pyserini's unit question vectors against our passage vectors, unit "
+             f"vectors times sqrt({model.scale:g})): the ranking of our {model.scale:g} x cosine")
+    return {"class": f"pyserini.encode.{cls}", "kwargs": kwargs, "format": fmt, "score": score,
+            "question_max_length": int(meta.get("question_max_length", 256))}, None
+
+
+_README = """# {name} on {corpus}: a Pyserini dense index
+
+Exported by dcsr from {shards} shard index(es) of `{name}` ({method}); {vectors} vectors of
+dimension {dim}, {index_type}. `index` is a FAISS index, `docid` names its vectors in order
+({docids}).
+
+```python
+{search}
+```
+
+{notes}
+"""
+
+
+def _readme(info: dict, out: str) -> str:
+    enc, corpus = info["query_encoder"], info["corpus"] or "<corpus>"
+    if enc is not None:
+        cls = enc["class"].rsplit(".", 1)[1]
+        kwargs = "".join(f", {k}={v!r}" for k, v in enc["kwargs"].items())
+        search = (f"from pyserini.encode import {cls}\n"
+                  "from pyserini.search.faiss import FaissSearcher\n\n"
+                  f"searcher = FaissSearcher(\"{out}\", {cls}(encoder_dir=\"{out}/{QUERY_ENCODER_DIR}\"{kwargs}))\n"
+                  "hits = searcher.search(\"who wrote hamlet?\", k=100)  # [DenseSearchResult(docid, score)]")
+        notes = (f"Scores are {enc['score']}. Pyserini's query encoders do not truncate a question to the "
+                 f"model's question_max_length ({enc['question_max_length']} tokens); longer questions are "
+                 "encoded whole.")
+    else:
+        depth = ("100" if info["method"] == "dpr" else
+                 "100 * 5  # DCSR: the top 100 x k sentences, k the corpus's mean sentences per passage "
+                 f"(results/sentences/{corpus}/stats.json)")
+        search = ("import numpy as np\n"
+                  "from pyserini.search.faiss import FaissSearcher\n\n"
+                  f"searcher = FaissSearcher(\"{out}\", None)  # no query encoder: question vectors are passed\n"
+                  "q = np.load(\"results/queries/<qmodel>/<dataset>.npy\")  # a row per line of the test file\n"
+                  f"hits = searcher.batch_search(q, [str(i) for i in range(len(q))], k={depth})")
+        notes = f"No query encoder: {info['no_query_encoder']}. Pass question vectors (ours, as above)."
+    if info["method"] == "dcsr":
+        notes += ("\n\nThe hits are sentences (`<passage id>#<sentence number>`), a passage once per sentence "
+                  "found. DCSR's passage ranking (the top 100 x k sentences, a softmax over their scores, "
+                  "HasAns = 1 - prod(1 - p) per passage) is dcsr's, not Pyserini's: dcsr's passage runs are "
+                  f"results/runs/{corpus}/<qmodel>/{info['model']}/<dataset>.trec.")
+    if info["search_params"]:
+        notes += f"\n\nindex.search_params ({info['search_params']}) are set on the index and written with it."
+    return _README.format(name=info["model"], corpus=corpus, shards=info["shards"], method=info["method"],
+                          vectors=info["vectors"], dim=info["dim"], index_type=info["index_type"],
+                          docids=info["docid"], search=search, notes=notes)
+
+
+def export_pyserini(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike | None]],
+                    out_dir: str | os.PathLike, model_dir: str | os.PathLike | None = None, *,
+                    method: str | None = None, name: str | None = None, corpus: str | None = None,
+                    search_params: str = "") -> dict:
+    """Write ``out_dir`` (atomically) for Pyserini's ``FaissSearcher``: the shards ``(index, ids
+    .npy, sentence numbers .npy or None)`` of one passage encoder over one corpus, in shard
+    order, as one index and its docids, and beside them the question encoder of ``model_dir``
+    where Pyserini's query encoders can load it (see the module's text). ``method`` (dpr or
+    dcsr) is the model's unless given; a DCSR export needs every shard's sentence numbers.
+    ``search_params`` (``index.search_params``) are set on a single shard's index before it is
+    written. Returns what ``out_dir/export.json`` holds."""
+    from dcsr.models.biencoder import read_meta
+
+    out_dir = Path(out_dir)
+    meta = read_meta(model_dir) if model_dir is not None else {}
+    method = method or meta.get("method", "dpr")
+    name = name or (str(model_dir) if model_dir is not None else "vectors")
+    if method not in ("dpr", "dcsr"):
+        raise InputError(f"model {name}", f"method {method!r}; expected dpr or dcsr")
+    sentence_level = method == "dcsr"
+    if sentence_level and any(s is None for _, _, s in shards):
+        raise InputError(f"model {name}", "a DCSR index holds sentences: give every shard's sentence numbers "
+                                          "(.sents.npy) to name them <passage id>#<sentence number>")
+    shards = [(i, d, s if sentence_level else None) for i, d, s in shards]
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir(parents=True)
+        stats = write_index_and_docids(shards, tmp, search_params)
+        encoder, why = (None, "no model given") if model_dir is None else \
+            write_query_encoder(model_dir, tmp / QUERY_ENCODER_DIR, name)
+        info: dict[str, Any] = {
+            "format": "pyserini-faiss",
+            "model": name,
+            "corpus": corpus,
+            "method": method,
+            "source": {"indexes": [str(i) for i, _, _ in shards], "model": str(model_dir) if model_dir else None},
+            **stats,
+            "search_params": search_params,
+            "docid": ("<passage id>#<sentence number> (the passage's sentences counted from 0)" if sentence_level
+                      else "the passage id"),
+            "hits": ("sentences: a passage once per sentence found; DCSR's passage ranking (HasAns) is dcsr's "
+                     "merge step, not Pyserini's" if sentence_level else "passages"),
+            "query_encoder": None if encoder is None else {"dir": QUERY_ENCODER_DIR, **encoder},
+            **({"no_query_encoder": why} if encoder is None else {}),
+            "files_sha256": file_digests(tmp, [INDEX_FILE, DOCID_FILE]),
+        }
+        with open(tmp / EXPORT_META, "w", encoding="utf-8") as fh:
+            json.dump(info, fh, indent=2)
+            fh.write("\n")
+        (tmp / README).write_text(_readme(info, str(out_dir)), encoding="utf-8")
+    log.info("exported %d vectors (%s) of %s to %s", info["vectors"], info["merge"], name, out_dir)
+    return info
