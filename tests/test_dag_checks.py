@@ -140,3 +140,53 @@ def test_a_seed_numpy_cannot_take_or_too_many_seeds_is_refused_naming_the_key():
         with pytest.raises(InputError) as e:
             expand_config(bad)
         assert str(e.value) == message
+
+
+def test_an_ivf_with_more_lists_than_a_shard_can_train_is_refused_at_dag_build():
+    """IVF<n> trains k-means on min(index.train_size, the shard's vectors) vectors; fewer than n
+    failed in the index job (FAISS: "Number of training points should be at least as large as
+    number of clusters"). Refused at DAG build where the numbers are known: index.train_size
+    always, a shard's passages where the corpus's size is (corpora.<name>.passages)."""
+    cfg = load("config.yaml")
+    cfg["index"] = {"factory": "IVF1024,Flat", "train_size": 500}
+    with pytest.raises(InputError) as e:
+        Plan(copy.deepcopy(cfg), basedir=REPO)
+    assert str(e.value) == ("config: index.factory: 'IVF1024,Flat' learns 1024 IVF lists by k-means, which needs at "
+                            "least 1024 training vectors, but index.train_size is 500; raise index.train_size to at "
+                            "least 1024 or choose a factory with fewer centroids")
+    cfg["corpora"]["squad"]["passages"] = 1935
+    cfg["index"] = {"factory": "IVF512,Flat"}
+    cfg["embed"]["shards"] = 4  # 483 passages in the smallest shard
+    with pytest.raises(InputError) as e:
+        Plan(copy.deepcopy(cfg), basedir=REPO)
+    assert str(e.value) == ("config: index.factory: 'IVF512,Flat' learns 512 IVF lists by k-means, which needs at "
+                            "least 512 training vectors, but a shard of corpus squad gives 483 (1935 passages in 4 "
+                            "shards, the smallest 483; index.train_size 100000): choose a factory with fewer "
+                            "centroids (a smaller IVF list count, PQ with fewer bits) or fewer, larger shards "
+                            "(embed.shards, embed.passages_per_shard)")
+    cfg["embed"]["shards"] = 3  # 645 passages each: enough
+    Plan(copy.deepcopy(cfg), basedir=REPO)
+    # the size unknown: left to the index job, whose error names the shard and the numbers
+    del cfg["corpora"]["squad"]["passages"]
+    cfg["embed"]["shards"] = 4
+    Plan(copy.deepcopy(cfg), basedir=REPO)
+
+
+def test_the_index_factory_is_checked_at_the_passage_encoders_width():
+    """PQ256 builds at 768 dimensions but not at MiniLM's 384: it passed the dry run and failed
+    in the index job. The factory is tried at each indexed passage encoder's width (its
+    config.json hidden_size; the tiny model's), 768 only where the width is not known."""
+    cfg = load("config.yaml")
+    cfg["index"] = {"factory": "PQ256"}
+    with pytest.raises(InputError) as e:
+        Plan(copy.deepcopy(cfg), basedir=REPO)
+    assert str(e.value) == ("config: index.factory: FAISS cannot build 'PQ256' for the 384-d vectors of model dcsr-a "
+                            "(encoder minilm): The dimension of the vector (d) should be a multiple of the number of "
+                            "subquantizers (M)")
+    cfg["index"] = {"factory": "PQ48"}  # 384 = 48 x 8
+    Plan(copy.deepcopy(cfg), basedir=REPO)
+    tiny = load("generated.yaml")
+    tiny["encoders"]["minilm"] = "tiny"  # a tiny random BERT's vectors are 32-d
+    tiny["index"] = {"factory": "PQ64"}
+    with pytest.raises(InputError, match=r"^config: index.factory: FAISS cannot build 'PQ64' for the 32-d vectors"):
+        Plan(tiny, basedir=REPO)

@@ -196,6 +196,27 @@ def checkpoint_dir(path: str | os.PathLike) -> Path | None:
     return None
 
 
+def encoder_width(name: str) -> int | None:
+    """The width of the vectors an encoder of the config gives, read without loading it: a local
+    folder's or a ``pkg:`` model's config.json (``hidden_size``; a DPR checkpoint's
+    ``projection_dim`` where it has one), the tiny model's :data:`~dcsr.models.tiny.TINY_HIDDEN`;
+    None where it is not known here (a hub id, a config.json without it)."""
+    if name == "tiny" or name.startswith("tiny:"):
+        from dcsr.models.tiny import TINY_HIDDEN
+
+        return TINY_HIDDEN
+    try:
+        folder = checkpoint_dir(resolve_checkpoint(name)) if name.startswith("pkg:") else (
+            checkpoint_dir(name) if Path(name).expanduser().is_dir() else None)
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8")) if folder else None
+    except (ImportError, OSError, ValueError, InputError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    width = config.get("projection_dim") or config.get("hidden_size")
+    return width if isinstance(width, int) and not isinstance(width, bool) and width > 0 else None
+
+
 def looks_like_path(name: str) -> bool:
     """Whether an encoder name is meant as a local path rather than a model hub id
     (``bert-base-uncased``, ``org/name``): it starts with ``/``, ``./``, ``../`` or ``~``, has

@@ -18,9 +18,12 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "spec
 
 #: written into every tiny random checkpoint (dcsr.models.checkpoints.is_random_tiny reads it)
 TINY_MARKER = "dcsr_tiny.json"
+#: the tiny model's hidden size, the width of its vectors (``tiny`` in a config: the DAG-build
+#: check of index.factory reads it, dcsr.models.checkpoints.encoder_width)
+TINY_HIDDEN = 32
 
 
-def make_tiny_bert(out_dir: str | Path, vocab_from: str | Path, seed: int = 0, hidden: int = 32, layers: int = 2,
+def make_tiny_bert(out_dir: str | Path, vocab_from: str | Path, seed: int = 0, hidden: int = TINY_HIDDEN, layers: int = 2,
                    heads: int = 2, intermediate: int | None = None) -> Path:
     """Write a tiny random BERT checkpoint (model + tokenizer) to ``out_dir`` and return it;
     its vocabulary and tokenizer files are those of the checkpoint folder ``vocab_from``.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dcsr.errors import InputError
-from dcsr.pipeline.config import _key, claim_pair
+from dcsr.pipeline.config import _key, claim_pair, corpus_shards, corpus_size, model_init
 
 
 def _resolve(schema: Mapping, node: Any) -> Any:
@@ -82,31 +82,88 @@ def check_local_sources(config: Mapping, basedir: Path) -> None:
                          f"{basedir}){hint}")
 
 
-def check_index_factory(factory: str):
-    """``index.factory`` must be a string FAISS's ``index_factory`` parses (tried at the two
-    widths of the encoders we ship: 384 and 768), and a plain one: letters, digits and ``, _ . -``.
-    Returns the empty index it built."""
+#: The width an index factory is checked at where no indexed encoder's width is known at DAG
+#: build (a hub id): bert-base's, DPR's.
+DEFAULT_WIDTH = 768
+
+
+def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = ""):
+    """``index.factory`` must be a plain string (letters, digits and ``, _ . -``) that FAISS's
+    ``index_factory`` builds at width ``dim`` (the indexed vectors', ``whose`` in the message;
+    :func:`check_indexes`). Returns the empty index it built."""
     if not re.fullmatch(r"[A-Za-z0-9_,.\-]{1,200}", factory):
         raise InputError("config: index.factory", f"{factory!r} is not an index_factory string (letters, digits "
                                                   "and , _ . -, such as Flat, SQ8, HNSW32, IVF4096,PQ64)")
     import faiss
 
-    errors = []
-    for dim in (768, 384):
-        try:
-            return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-        except RuntimeError as e:
-            errors.append(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
-    raise InputError("config: index.factory", f"FAISS cannot build {factory!r}: {errors[0]}")
+    from dcsr.retrieval.index import _faiss_message  # FAISS's words, without its C++ function and line
+
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise InputError("config: index.factory", f"FAISS cannot build {factory!r}{whose}: {_faiss_message(e)}") from None
 
 
-def check_search_params(search_params: str, factory: str) -> None:
+def check_search_params(search_params: str, factory: str, dim: int = DEFAULT_WIDTH, whose: str = ""):
     """``index.factory`` (:func:`check_index_factory`), then ``index.search_params`` set on an
     empty index of it: a malformed string, or a parameter the factory's index does not have, is
-    one line at DAG build (the loaded shard index is checked again at search time)."""
+    one line at DAG build (the loaded shard index is checked again at search time). Returns the
+    empty index."""
     from dcsr.retrieval.index import set_search_params
 
-    set_search_params(check_index_factory(factory), search_params, f"index.factory {factory!r}")
+    index = check_index_factory(factory, dim, whose)
+    set_search_params(index, search_params, f"index.factory {factory!r}")
+    return index
+
+
+def check_indexes(config: Mapping, indexed, is_dcsr) -> None:
+    """The shard indexes the plan builds, ``indexed`` ``(corpus, passage model)`` pairs, checked
+    before any job: ``index.factory`` and ``index.search_params`` at the width of each passage
+    encoder (:func:`dcsr.models.checkpoints.encoder_width`; :data:`DEFAULT_WIDTH` where it is not
+    known: PQ256 builds at 768 but not at MiniLM's 384), and the vectors a factory that trains
+    k-means (IVF lists, PQ codebooks) gets: ``index.train_size`` at most, and a shard's vectors
+    where the corpus's size is known (:func:`dcsr.pipeline.config.corpus_size`). A shard of a
+    DPR model holds one vector a passage; of a DCSR model (``is_dcsr``), one a sentence, of which
+    its passages are only a lower bound, so its shortfall is the index job's error, which names
+    the shard and the numbers (dcsr.retrieval.index.build_index)."""
+    from dcsr.models.checkpoints import encoder_width
+    from dcsr.retrieval.index import training_clusters
+
+    index_cfg = config["index"]
+    factory, train_size = index_cfg["factory"], int(index_cfg["train_size"])
+    widths: dict[int, str] = {}
+    for model in sorted({pmodel for _, pmodel in indexed}):
+        init = config["models"][model]["init"]
+        encoder = init if isinstance(init, str) else init["passage"]
+        checkpoint = model_init(config, model)
+        width = encoder_width(checkpoint if isinstance(checkpoint, str) else checkpoint["passage"])
+        widths.setdefault(width or DEFAULT_WIDTH,
+                          f" for the {width}-d vectors of model {model} (encoder {encoder})" if width else
+                          f" for {DEFAULT_WIDTH}-d vectors (assumed: the width of model {model}'s encoder {encoder} "
+                          "is not known before it is loaded)")
+    index = None
+    for dim, whose in sorted(widths.items()) or [(DEFAULT_WIDTH, "")]:
+        index = check_search_params(index_cfg["search_params"], factory, dim, whose)
+    if index.is_trained or not indexed:
+        return
+    what, need = max(training_clusters(index), key=lambda c: c[1], default=("centroids", 1))
+    learns = f"{factory!r} learns {need} {what} by k-means, which needs at least {need} training vectors, but "
+    if train_size < need:
+        raise InputError("config: index.factory", f"{learns}index.train_size is {train_size}; raise "
+                                                  f"index.train_size to at least {need} or choose a factory with "
+                                                  "fewer centroids")
+    for corpus in sorted({c for c, pmodel in indexed if not is_dcsr(pmodel)}):
+        size = corpus_size(config, corpus)
+        if size is None:
+            continue
+        shards = corpus_shards(config, corpus)
+        smallest = size // shards  # shard s holds the passages r with r % shards == s
+        if smallest < need:
+            split = f"{size} passages in {shards} shards, the smallest {smallest}" if shards > 1 else f"{size} passages"
+            raise InputError("config: index.factory", f"{learns}a shard of corpus {corpus} gives {smallest} ({split}; "
+                             f"index.train_size {train_size}): choose a factory with fewer centroids (a smaller IVF "
+                             "list count, PQ with fewer bits) or fewer, larger shards (embed.shards, "
+                             "embed.passages_per_shard)")
 
 
 def check_claim_seeds(config: Mapping) -> None:

@@ -12,8 +12,7 @@ from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
 from dcsr.pipeline.config import (check_config, corpus_shards, dataset_questions, dev_variants, json_arg, seed_replicas,
                                   sweep_models, train_datasets, variant_root, variant_settings)
-from dcsr.pipeline.checks import (check_claim_seeds, check_local_sources, check_marker_lengths, check_search_params,
-                                  check_text)
+from dcsr.pipeline.checks import check_claim_seeds, check_local_sources, check_marker_lengths, check_text
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
@@ -57,7 +56,6 @@ class ConfigView:
         for model in self.config["models"]:
             if self.is_dcsr(model):
                 check_marker_lengths(model, self.train_settings(model))
-        check_search_params(self.config["index"]["search_params"], self.config["index"]["factory"])  # and the factory
         self.results = config["results"]
         self.downloads = download_settings(config.get("downloads", {}))
         self.paths = patterns(self.results, self.downloads["dir"])

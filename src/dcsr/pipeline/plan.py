@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dcsr.errors import InputError
+from dcsr.pipeline.checks import check_indexes
 from dcsr.pipeline.config import DEV_VARIANT, dataset_questions, train_datasets, variant_root
 from dcsr.pipeline.targets import Targets
 
@@ -23,6 +24,21 @@ class Plan(Targets):
     command-line arguments, over what the config asks to make (:class:`~dcsr.pipeline.targets.Targets`)
     and what it says (:class:`~dcsr.pipeline.config_view.ConfigView`, which takes ``config`` and
     ``basedir``)."""
+
+    def __init__(self, config: dict, basedir: str | Path = "."):
+        super().__init__(config, basedir)
+        # index.factory and index.search_params at each indexed passage encoder's width, and the
+        # vectors the factory trains on (dcsr.pipeline.checks.check_indexes)
+        check_indexes(self.config, self.indexed(), self.is_dcsr)
+
+    def indexed(self) -> list[tuple[str, str]]:
+        """``(corpus, passage model)`` of every shard index the plan builds: the dense runs' and
+        the dense miners' (``negatives_from``, over the corpora of what their students train on)."""
+        pairs = {(corpus, pmodel) for corpus, _, pmodel, _ in self.dense_runs()}
+        for m in self.config["models"].values():
+            if "negatives_from" in m:
+                pairs |= {(self.corpus_of(ds), m["negatives_from"]) for ds in train_datasets(m)}
+        return sorted(pairs)
 
     # ------------------------------------------------------------------ rule inputs
     def train_inputs(self, wc):

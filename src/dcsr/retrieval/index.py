@@ -84,7 +84,7 @@ def build_index(vectors: np.ndarray, factory: str = "Flat", train_size: int | No
 MIN_POINTS_PER_CENTROID = 39
 
 
-def _clusters(index) -> list[tuple[str, int]]:
+def training_clusters(index) -> list[tuple[str, int]]:
     """``(what, centroids)`` of the k-means a factory's training runs: IVF lists, PQ codebooks."""
     faiss = _faiss()
     out = []
@@ -117,7 +117,7 @@ def _train(index, sample: np.ndarray, n: int, factory: str, train_size: int | No
     if not len(sample):
         raise InputError("config: index.factory", f"{factory!r} needs training vectors and {where} holds none; "
                                                   "use a factory without training (Flat, HNSW32) or fewer shards")
-    for what, k in _clusters(index):
+    for what, k in training_clusters(index):
         if k <= len(sample) < MIN_POINTS_PER_CENTROID * k:
             log.warning("index.factory %r: %s; k-means learns %d %s from them, and FAISS advises at least %d "
                         "(%d per centroid): recall may suffer; %s", factory, used, k, what,
