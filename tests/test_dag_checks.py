@@ -190,3 +190,45 @@ def test_the_index_factory_is_checked_at_the_passage_encoders_width():
     tiny["index"] = {"factory": "PQ64"}
     with pytest.raises(InputError, match=r"^config: index.factory: FAISS cannot build 'PQ64' for the 32-d vectors"):
         Plan(tiny, basedir=REPO)
+
+
+def test_an_input_path_that_is_not_a_regular_file_is_refused_naming_the_key(tmp_path):
+    """A corpus path that is a FIFO hung its job, a test file that is a directory ended in a
+    traceback, a symbolic link loop in one too: each is one line at DAG build naming the key."""
+    import os
+
+    real = tmp_path / "corpus.tsv"
+    real.write_text("id\ttext\ttitle\n1\tParis is in France.\tParis\n")
+    os.mkfifo(tmp_path / "pipe.tsv")
+    (tmp_path / "test-dir").mkdir()
+    os.symlink(tmp_path / "loop-b", tmp_path / "loop-a")
+    os.symlink(tmp_path / "loop-a", tmp_path / "loop-b")
+    os.symlink(real, tmp_path / "link.tsv")  # a link to a file is fine
+
+    def config(corpus, test, source=None):
+        cfg = load("config.yaml")
+        cfg["corpora"]["extra"] = {"path": str(corpus)}
+        cfg["datasets"]["extra"] = {"corpus": "extra", "files": {"train": str(real), "dev": str(real),
+                                                                 "test": str(test)}}
+        if source is not None:
+            cfg["corpora"]["squad"]["squad"]["source"] = str(source)
+        return cfg
+
+    Plan(config(tmp_path / "link.tsv", real), basedir=REPO)
+    for cfg, message in [
+        (config(tmp_path / "pipe.tsv", real),
+         f"config: corpora.extra.path: {str(tmp_path / 'pipe.tsv')!r} is a named pipe (FIFO), not a regular file: a "
+         "job reading it would wait for a writer forever; give the file itself"),
+        (config(real, tmp_path / "test-dir"),
+         f"config: datasets.extra.files.test: {str(tmp_path / 'test-dir')!r} is a directory, not a regular file; "
+         "give the file itself"),
+        (config(tmp_path / "loop-a", real),
+         f"config: corpora.extra.path: {str(tmp_path / 'loop-a')!r} is a symbolic link that leads round in a loop "
+         "(Too many levels of symbolic links); point it at the file itself"),
+        (config(real, real, source=tmp_path / "test-dir"),
+         f"config: corpora.squad.squad.source: {str(tmp_path / 'test-dir')!r} is a directory, not a regular file; "
+         "give the file itself"),
+    ]:
+        with pytest.raises(InputError) as e:
+            Plan(cfg, basedir=REPO)
+        assert str(e.value) == message

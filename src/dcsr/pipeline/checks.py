@@ -7,7 +7,10 @@ parse, and claims whose sides were trained with different numbers of seeds. Each
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -60,9 +63,58 @@ def check_integers(config: Any, schema: Mapping, node: Any = None, path: tuple =
             check_integers(config, schema, b, path)
 
 
+def _input_files(config: Mapping, basedir: Path):
+    """``(key, path as written, path)`` of every input data file the config names: the corpora's
+    ``path`` and local ``squad.source`` (from the working directory, else the repository, as
+    :func:`check_local_sources` looks it up) and the datasets' ``files``."""
+    for name, corpus in (config.get("corpora") or {}).items():
+        if isinstance(corpus.get("path"), str):
+            yield ("corpora", name, "path"), corpus["path"], Path(corpus["path"])
+        squad = corpus.get("squad")
+        source = squad.get("source") if isinstance(squad, Mapping) else None
+        if isinstance(source, str) and source and "://" not in source:
+            here = Path(source)
+            path = here if here.is_absolute() or os.path.lexists(here) else basedir / here
+            yield ("corpora", name, "squad", "source"), source, path
+    for name, ds in (config.get("datasets") or {}).items():
+        for split, file in (ds.get("files") or {}).items():
+            if isinstance(file, str):
+                yield ("datasets", name, "files", split), file, Path(file)
+
+
+#: What a path that is not a regular file is, by its stat mode.
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def check_input_files(config: Mapping, basedir: Path) -> None:
+    """Every input data file the config names (:func:`_input_files`) that exists is a regular file
+    (through any links): a FIFO hung the job that read it, a directory ended in a traceback, and a
+    symbolic link loop too. Each is one line naming the key; nothing is opened (a FIFO would block).
+    A path that does not exist is left to :func:`check_local_sources` and Snakemake's missing-input
+    message."""
+    for key, given, path in _input_files(config, basedir):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise InputError(_key(*key), f"{given!r} is a symbolic link that leads round in a loop ({e.strerror}); "
+                                             "point it at the file itself") from None
+            raise InputError(_key(*key), f"{given!r} cannot be looked at ({e.strerror})") from None
+        if stat.S_ISREG(mode):
+            continue
+        kind = next((what for test, what in _FILE_KINDS if test(mode)), "not a file")
+        wait = ": a job reading it would wait for a writer forever;" if stat.S_ISFIFO(mode) else ";"
+        raise InputError(_key(*key), f"{given!r} is {kind}, not a regular file{wait} give the file itself")
+
+
 def check_local_sources(config: Mapping, basedir: Path) -> None:
     """A corpus's ``squad.source`` that is not a URL must exist, in the working directory or in
-    the repository; otherwise say so, with the closest file name in its folder."""
+    the repository; otherwise say so, with the closest file name in its folder. First, every
+    input data file that exists must be a regular file (:func:`check_input_files`)."""
+    check_input_files(config, basedir)
     for name, corpus in config.get("corpora", {}).items():
         source = (corpus.get("squad") or {}).get("source") if isinstance(corpus.get("squad"), Mapping) else None
         if not source or "://" in source:
