@@ -202,6 +202,20 @@ def _prepare_weights_changed(tmp: Path, change_weights: bool = True) -> None:
         _overwrite(weights, weights.stat().st_size - 4, np.float32(2.0).tobytes())
 
 
+def _prepare_vocab_larger_than_embeddings(tmp: Path) -> None:
+    """A tiny BERT whose tokenizer was given 10 tokens after its weights were saved (the embeddings
+    not resized): ids 1024..1033 have no row."""
+    from transformers import AutoTokenizer
+
+    from dcsr.models.checkpoints import VOCAB_OF_TINY, resolve_checkpoint
+    from dcsr.models.tiny import make_tiny_bert
+
+    init = make_tiny_bert(tmp / "init", resolve_checkpoint(VOCAB_OF_TINY))
+    tokenizer = AutoTokenizer.from_pretrained(init)
+    tokenizer.add_tokens([f"newword{i}" for i in range(10)])
+    tokenizer.save_pretrained(init)
+
+
 def _prepare_hits_changed(tmp: Path) -> None:
     from dcsr.integrity import seal
 
@@ -567,6 +581,12 @@ CASES: dict[str, Case] = {
         "{tmp}/model/passage_encoder/tokenizer_config.json: does not match the checksum written when it was made; "
         "it is corrupt or was changed: delete the model {tmp}/model and train it again",
         prepare=_prepare_model_file_changed("tokenizer_config.json"), call=lambda tmp: _load_biencoder(tmp / "model")),
+    "encoder-vocab-larger-than-embeddings": Case(
+        "{tmp}/init: its tokenizer has 30532 tokens but its word embeddings have 30522 rows, so token ids "
+        "30522-30531 have none (an index out of range when a text holds one): the tokenizer and the weights "
+        "do not belong together; give the tokenizer saved with these weights, or resize the embeddings "
+        "(model.resize_token_embeddings(len(tokenizer))) and save both",
+        prepare=_prepare_vocab_larger_than_embeddings, call=lambda tmp: _build_biencoder(str(tmp / "init"))(tmp)),
     "encoder-path-is-a-file": Case(
         "{tmp}/model.bin: is a file, not a checkpoint directory; give the directory that holds its config.json",
         files={"model.bin": b"\0"}, call=lambda tmp: _load_encoder(str(tmp / "model.bin"))(tmp)),

@@ -487,6 +487,21 @@ def check_same_tokenizer(question_tokenizer, passage_tokenizer, question_init: s
                                      "accent stripping); the pair must share one tokenizer")
 
 
+def check_vocab_fits(tokenizer, model: torch.nn.Module, where: str) -> None:
+    """Every token id of ``tokenizer`` has a row in ``model``'s word embeddings: a tokenizer with
+    more tokens than the weights have rows (tokens added and the embeddings not resized, or
+    another model's tokenizer) loads without complaint and fails with an index out of range at
+    the first text that holds such a token. ``where`` names the encoder's folder."""
+    rows = int(model.get_input_embeddings().num_embeddings)
+    tokens = len(tokenizer)
+    if tokens > rows:
+        raise InputError(where, f"its tokenizer has {tokens} tokens but its word embeddings have {rows} rows, so "
+                                f"token ids {rows}-{tokens - 1} have none (an index out of range when a text holds "
+                                "one): the tokenizer and the weights do not belong together; give the tokenizer "
+                                "saved with these weights, or resize the embeddings "
+                                "(model.resize_token_embeddings(len(tokenizer))) and save both")
+
+
 def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling"].default,
                     dropout: float | None = None, normalize: bool | None = None, scale: float | None = None,
                     attention_dropout: float | None = None):
@@ -509,6 +524,8 @@ def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling
         check_same_tokenizer(tokenizer, load_tokenizer(passage_init), question_init, passage_init)
     question_model = load_encoder(question_init, dropout, attention_dropout)
     passage_model = load_encoder(passage_init, dropout, attention_dropout)
+    for name, encoder in ((question_init, question_model), (passage_init, passage_model)):
+        check_vocab_fits(tokenizer, encoder, str(name))  # the question init's tokenizer serves both
     sizes = [int(m.config.hidden_size) for m in (question_model, passage_model)]
     if sizes[0] != sizes[1]:
         raise InputError("init", f"the question init {question_init!r} gives {sizes[0]}-dimensional vectors and the "
@@ -615,10 +632,11 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
     if unchecked:  # saved before digests were recorded: as a file without a checksum trailer
         warn_unverified(path / META_FILE, fix, " and ".join(unchecked) + " are")
     tokenizer = load_tokenizer(str(path / QUESTION_DIR))
+    encoders = [load_encoder(str(path / sub), dropout, attention_dropout) for sub in (QUESTION_DIR, PASSAGE_DIR)]
+    for sub, encoder in zip((QUESTION_DIR, PASSAGE_DIR), encoders):
+        check_vocab_fits(tokenizer, encoder, str(path / sub))
     # the format before "pooling" was written had CLS only; before "normalize", the dot product
-    model = BiEncoder(load_encoder(str(path / QUESTION_DIR), dropout, attention_dropout),
-                      load_encoder(str(path / PASSAGE_DIR), dropout, attention_dropout),
-                      meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
+    model = BiEncoder(*encoders, meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
                       meta.get("similarity_source"))
     model.to(device)
     model.eval()
