@@ -17,7 +17,7 @@ from dcsr.evaluation.trec_eval import judged_depth  # noqa: E402
 from dcsr.fsutil import RESULTS_ENV, ResultsLocked, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
-from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names  # noqa: E402
+from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
@@ -32,6 +32,8 @@ try:
     check_generated_domains(config, DOMAINS)
     # the config's meaning (dcsr.pipeline.plan): datasets, models, runs, tables, paths, inputs
     plan = Plan(config, basedir=workflow.basedir)
+    # results: a folder this user can write (or make), and a non-ASCII path only under a UTF-8 locale
+    check_results_folder(plan.results)
 except InputError as e:
     raise WorkflowError(str(e))
 

@@ -232,3 +232,69 @@ def test_an_input_path_that_is_not_a_regular_file_is_refused_naming_the_key(tmp_
         with pytest.raises(InputError) as e:
             Plan(cfg, basedir=REPO)
         assert str(e.value) == message
+
+
+def test_an_unwritable_or_non_utf8_results_folder_stops_the_dry_run(tmp_path, monkeypatch):
+    """results: under a file (no folder can be made there) passed the dry run and failed at the
+    first job; a non-ASCII results: under LC_ALL=C passed too, and Anserini's Java then failed
+    with its cause in the job's log only. Both stop `snakemake -n` in one line."""
+    import json
+
+    (tmp_path / "a-file").write_text("x")
+    over = tmp_path / "over.yaml"
+    base = str(REPO / "config" / "config.yaml")
+    over.write_text(f"results: {json.dumps(str(tmp_path / 'a-file' / 'results'))}\n")
+    r = snakemake(REPO, tmp_path, "-n", "--configfile", base, str(over), timeout=300)
+    assert r.returncode != 0
+    assert (f"config: results: {str(tmp_path / 'a-file' / 'results')!r} cannot be made: "
+            f"{str(tmp_path / 'a-file')!r} is a file, not a folder; give results: a folder you can write") \
+        in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+
+    results = tmp_path / "résultats"
+    over.write_text(f"results: {json.dumps(str(results), ensure_ascii=False)}\n", encoding="utf-8")
+    monkeypatch.setenv("LC_ALL", "C")
+    r = snakemake(REPO, tmp_path, "-n", "--configfile", base, str(over), timeout=300)
+    assert r.returncode != 0
+    assert (f"config: results: {str(results)!r} holds non-ASCII characters, but this locale's encoding is "
+            "ANSI_X3.4-1968 (LC_ALL=C), not UTF-8: Anserini's Java (BM25) would fail on the path, with the cause "
+            "in the job's log only; set a UTF-8 locale (export LC_ALL=C.UTF-8) or give results: an ASCII path") \
+        in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+    assert not results.exists()
+
+
+def test_a_results_folder_this_user_cannot_write_is_refused(tmp_path):
+    """A read-only results: folder (or a read-only folder it would be made in) is one line at DAG
+    build, checked for the process's effective user (as root: run as nobody for the check)."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from dcsr.pipeline.checks import check_results_folder
+
+    top = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        ro = top / "read-only"
+        ro.mkdir(mode=0o555)
+        ro.chmod(0o555)
+        check_results_folder(str(top / "results"))  # writable: fine
+        cases = [(str(ro), f"config: results: {str(ro)!r} is not writable by this user; give results: a folder you "
+                           "can write, or make it writable"),
+                 (str(ro / "results"), f"config: results: {str(ro / 'results')!r} cannot be made: the folder it "
+                                       f"would be made in, {str(ro)!r}, is not writable by this user; give results: "
+                                       "a folder you can write, or make it writable")]
+        for results, message in cases:
+            root = os.geteuid() == 0
+            if root:
+                os.seteuid(65534)  # root may write anywhere; the check is the user's
+            try:
+                with pytest.raises(InputError) as e:
+                    check_results_folder(results)
+            finally:
+                if root:
+                    os.seteuid(0)
+            assert str(e.value) == message
+    finally:
+        (top / "read-only").chmod(0o755)
+        shutil.rmtree(top)

@@ -6,11 +6,14 @@ parse, and claims whose sides were trained with different numbers of seeds. Each
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import errno
+import locale
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -153,7 +156,8 @@ def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = "")
     try:
         return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
-        raise InputError("config: index.factory", f"FAISS cannot build {factory!r}{whose}: {_faiss_message(e)}") from None
+        raise InputError("config: index.factory",
+                         f"FAISS cannot build {factory!r}{whose}: {_faiss_message(e)}") from None
 
 
 def check_search_params(search_params: str, factory: str, dim: int = DEFAULT_WIDTH, whose: str = ""):
@@ -311,6 +315,51 @@ def check_generated_domains(config: Mapping, domains) -> None:
             raise InputError(_key("datasets", name, "generated"), f"the generator has no domain {domain!r}"
                              + (f"; did you mean {close[0]!r}?" if close else "")
                              + f" (domains: {', '.join(known)})")
+
+
+def _is_utf8(encoding: str) -> bool:
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
+
+
+def check_results_folder(results: str) -> None:
+    """``results:`` at DAG build (rules/common.smk), so that ``snakemake -n`` stops rather than the
+    first job: a folder this process's effective user can write, or, where it does not exist yet,
+    one whose nearest existing folder it can write in (a file on the way, or a read-only folder,
+    failed at the first job, a file in a traceback at DAG build); and a path with non-ASCII
+    characters only under a UTF-8 locale. Python reads paths as UTF-8 even under ``LC_ALL=C`` (its
+    UTF-8 mode), so the C library's codeset (``nl_langinfo(CODESET)``), which the jobs' programs
+    inherit, is checked too: Anserini's Java fails on such a path, its cause in the job's log only."""
+    where = "config: results"
+    if not results.isascii():
+        codesets = [locale.nl_langinfo(locale.CODESET), sys.getfilesystemencoding()]
+        wrong = next((c for c in codesets if not _is_utf8(c)), None)
+        if wrong is not None:
+            setting = next((f"{v}={os.environ[v]}" for v in ("LC_ALL", "LC_CTYPE", "LANG") if os.environ.get(v)),
+                           "no LC_ALL, LC_CTYPE or LANG set")
+            raise InputError(where, f"{results!r} holds non-ASCII characters, but this locale's encoding is {wrong} "
+                                    f"({setting}), not UTF-8: Anserini's Java (BM25) would fail on the path, with the "
+                                    "cause in the job's log only; set a UTF-8 locale (export LC_ALL=C.UTF-8) or give "
+                                    "results: an ASCII path")
+    fix = "give results: a folder you can write, or make it writable"
+    path = os.path.abspath(results)
+    here = path
+    try:
+        while not os.path.lexists(here):
+            here = os.path.dirname(here)
+        mode = os.stat(here).st_mode
+    except OSError as e:  # a link loop on the way
+        raise InputError(where, f"{results!r} cannot be looked at ({e.strerror}: {e.filename}); {fix}") from None
+    made = here != path  # results: does not exist yet: it is made in ``here``
+    if not stat.S_ISDIR(mode):
+        what = f"cannot be made: {here!r} is a file" if made else "is a file"
+        raise InputError(where, f"{results!r} {what}, not a folder; give results: a folder you can write")
+    effective = {"effective_ids": True} if os.access in os.supports_effective_ids else {}
+    if not os.access(here, os.W_OK | os.X_OK, **effective):
+        what = f"cannot be made: the folder it would be made in, {here!r}, is" if made else "is"
+        raise InputError(where, f"{results!r} {what} not writable by this user; {fix}")
 
 
 def check_marker_lengths(model: str, settings: Mapping) -> None:
