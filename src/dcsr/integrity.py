@@ -33,8 +33,6 @@ import io
 import logging
 import mmap
 import os
-import queue
-import threading
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -121,11 +119,8 @@ class VerifiedReader:
     :meth:`check` hashes what the reader left unread and compares the digest (True), or says
     there was no trailer (False); one that does not match is an :class:`InputError`. For a
     reader that takes a callback, as ``faiss.read_index(faiss.PyCallbackIOReader(r.read))``.
-
-    The hashing runs in a thread of its own (``hashlib`` releases the GIL), a few chunks
-    behind the reader, so that it overlaps the reading and what the caller does with the bytes."""
-
-    _QUEUED = 4  # chunks read but not yet hashed, at most
+    (Hashing in a thread of its own, beside the reader, was slower on a busy 2-core machine:
+    benchmarks/rehearsal.md.)"""
 
     def __init__(self, path: str | os.PathLike, fix: str):
         self.path, self.fix = path, fix
@@ -139,50 +134,35 @@ class VerifiedReader:
         self.end = size - TRAILER_SIZE if self.stored is not None else size
         self._fh.seek(0)
         self.pos = 0
-        self._hash = self._queue = self._thread = None
-        if self.stored is not None:
-            self._hash = hashlib.sha256()
-            self._queue = queue.Queue(self._QUEUED)
-            self._thread = threading.Thread(target=self._hash_chunks, name="sha256", daemon=True)
-            self._thread.start()
-
-    def _hash_chunks(self) -> None:
-        while (chunk := self._queue.get()) is not None:
-            self._hash.update(chunk)
-
-    def _finish_hashing(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+        self._hash = hashlib.sha256() if self.stored is not None else None
 
     def read(self, n: int = -1) -> bytes:
         n = self.end - self.pos if n is None or n < 0 else min(int(n), self.end - self.pos)
         data = self._fh.read(n) if n > 0 else b""
         self.pos += len(data)
-        if self._thread is not None and data:
-            self._queue.put(data)
+        if self._hash is not None:
+            self._hash.update(data)
         return data
 
     def readinto(self, buffer) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+        view = memoryview(buffer).cast("B")[: max(self.end - self.pos, 0)]
+        got = self._fh.readinto(view) if len(view) else 0
+        self.pos += got
+        if self._hash is not None:
+            self._hash.update(view[:got])
+        return got
 
     def check(self) -> bool:
-        if self.stored is None:
+        if self._hash is None:
             return False
         while self.pos < self.end:
             if not self.read(_CHUNK):
                 break
-        self._finish_hashing()
         if self._hash.hexdigest().encode("ascii") != self.stored:
             raise corrupt(self.path, self.fix)
         return True
 
     def close(self) -> None:
-        self._finish_hashing()
         self._fh.close()
 
     def __enter__(self):
