@@ -252,6 +252,30 @@ SEARCH_ARGS = ["--index", "{tmp}/shard.faiss", "--ids", "{tmp}/ids.npy", "--sear
                "{tmp}/out/hits.npz", "--k", "2", "--gpu", "false"]
 
 
+BEIR_CORPUS = ('{"_id": "d1", "title": "Paris", "text": "Paris is the capital of France."}\n'
+               '{"_id": "d2", "title": "Berlin", "text": "Berlin is the capital of Germany."}\n')
+BEIR_QUERIES = '{"_id": "q1", "text": "capital of France?"}\n{"_id": "q2", "text": "capital of Germany?"}\n'
+BEIR_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n"
+
+
+def beir_corpus_case(content, message) -> Case:
+    """A BEIR folder's corpus.jsonl, converted into the pipeline's corpus (prepare_beir.py corpus)."""
+    return Case(message, files={"beir/corpus.jsonl": content}, script="prepare_beir.py",
+                args=["corpus", "--folder", "{tmp}/beir", "--corpus-out", "{tmp}/out/psgs_w100.tsv",
+                      "--ids-out", "{tmp}/out/beir-doc-ids.tsv"])
+
+
+def beir_queries_case(message, queries=BEIR_QUERIES, qrels=BEIR_QRELS) -> Case:
+    """A BEIR folder's queries.jsonl and qrels/test.tsv, converted into a test set (prepare_beir.py
+    queries) against the converted corpus's ids."""
+    return Case(message, files={"beir/queries.jsonl": queries, "beir/qrels/test.tsv": qrels,
+                                "beir-doc-ids.tsv": "id\t_id\n0\td1\n1\td2\n"},
+                script="prepare_beir.py",
+                args=["queries", "--folder", "{tmp}/beir", "--split", "test", "--doc-ids", "{tmp}/beir-doc-ids.tsv",
+                      "--queries-out", "{tmp}/out/t.queries.tsv", "--query-ids-out", "{tmp}/out/t.query-ids.tsv",
+                      "--qrels-out", "{tmp}/out/t.qrels"])
+
+
 def _load_encoder(name: str):
     def call(tmp: Path):
         from dcsr.models.biencoder import load_encoder
@@ -491,6 +515,39 @@ CASES: dict[str, Case] = {
         GOOD_RUN + "2 Q0 77 3 0.1 t\n",
         "{tmp}/run.trec: retrieves passage 77, which is not in {tmp}/corpus.tsv; was the run made over "
         "another corpus?"),
+    # ----------------------------------------------------------------- BEIR folders (dcsr.data.beir)
+    "beir-duplicate-doc-id": beir_corpus_case(
+        BEIR_CORPUS + '{"_id": "d1", "title": "Paris", "text": "Paris again."}\n',
+        "{tmp}/beir/corpus.jsonl:3: document _id 'd1' occurs a second time (first at line 1); document ids must "
+        "be unique"),
+    "beir-empty-corpus": beir_corpus_case(
+        "",
+        "{tmp}/beir/corpus.jsonl: holds no documents (an empty corpus); expected one JSON object a line with "
+        "'_id', 'title' and 'text'"),
+    "beir-byte-order-mark": beir_corpus_case(
+        "\ufeff" + BEIR_CORPUS,
+        "{tmp}/beir/corpus.jsonl:1: starts with a UTF-8 byte order mark, which BEIR's files do not have (it would "
+        "be read into the first id); save the file without it"),
+    "beir-crlf": beir_corpus_case(
+        BEIR_CORPUS.replace("\n", "\r\n"),
+        "{tmp}/beir/corpus.jsonl:1: ends in CRLF (\\r\\n), a Windows line end; BEIR's files end lines with LF "
+        "alone (a '\\r' would be read into an id or a score): convert the file, e.g. with dos2unix"),
+    "beir-id-with-space": beir_corpus_case(
+        BEIR_CORPUS.replace('"d2"', '"doc 2"'),
+        "{tmp}/beir/corpus.jsonl:2: document '_id' 'doc 2' holds whitespace, which a TREC run or qrels line cannot "
+        "hold (its fields are separated by whitespace); rename it"),
+    "beir-query-without-text": beir_queries_case(
+        "{tmp}/beir/queries.jsonl:2: query 'q2' has no text (a non-empty string 'text'); give it its text or drop "
+        "the line", queries=BEIR_QUERIES.replace("capital of Germany?", " ")),
+    "beir-qrel-unknown-document": beir_queries_case(
+        "{tmp}/beir/qrels/test.tsv:3: corpus-id 'd9' is not a document of the corpus; the qrels and the corpus "
+        "do not belong together", qrels=BEIR_QRELS.replace("q2\td2", "q2\td9")),
+    "beir-qrel-unknown-query": beir_queries_case(
+        "{tmp}/beir/qrels/test.tsv:2: query-id 'q7' is not in the queries file (queries.jsonl)",
+        qrels=BEIR_QRELS.replace("q1\td1", "q7\td1")),
+    "beir-qrels-without-header": beir_queries_case(
+        "{tmp}/beir/qrels/test.tsv:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
+        "'q1\\td1\\t1'; BEIR's qrels files start with it", qrels=BEIR_QRELS.split("\n", 1)[1]),
     # ----------------------------------------------------------------- FAISS indexes and .npy shards
     "faiss-truncated": Case(
         "{tmp}/shard.faiss: not a readable FAISS index (truncated or corrupt); delete it and build it again "

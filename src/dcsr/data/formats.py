@@ -415,11 +415,23 @@ def check_answers(answers: list[str], where: str) -> None:
                                     "passage; remove it from the answer list")
 
 
+#: The name ending of a question file whose questions are judged by qrels, not answers (a BEIR
+#: test set, :mod:`dcsr.data.beir`): a qas TSV in which every answer list is empty (``[]``).
+QUERIES_SUFFIX = ".queries.tsv"
+
+
+def judged_by_qrels(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a question file of queries judged by qrels (:data:`QUERIES_SUFFIX`)."""
+    return str(path).endswith(QUERIES_SUFFIX)
+
+
 def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
     """Stream a DPR qas TSV: ``question<TAB>['answer', ...]`` per line, no header. Every
     question needs an answer (it could never be scored otherwise), and a file without any
     question is an error. With ``match="regex"`` (CuratedTREC) every answer must compile and
-    match no empty string (:func:`dcsr.data.answers.check_patterns`)."""
+    match no empty string (:func:`dcsr.data.answers.check_patterns`). A ``*.queries.tsv``
+    (:data:`QUERIES_SUFFIX`) holds queries judged by qrels: its answer lists are empty."""
+    qrels_judged = judged_by_qrels(path)
     n = 0
     with read_text(path) as fh:
         reader = csv.reader(fh, delimiter="\t")
@@ -443,7 +455,7 @@ def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
                                                  "write them as ['answer', ...]")
             if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
                 raise InputError(at(path, line), "answers must be a list of strings, as ['answer', ...]")
-            if not answers:
+            if not answers and not qrels_judged:
                 raise InputError(at(path, line), "the question has no answers (an empty list); "
                                                  "give at least one answer string or drop the question")
             try:

@@ -28,7 +28,7 @@ import random
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -57,6 +57,7 @@ class SquadDPR:
     dev: list[dict]
     test: list[QA]
     stats: dict
+    test_ids: list = field(default_factory=list)  # SQuAD's id of each test question (None where it has none)
 
 
 def article_splits(n_articles: int, split: Mapping[str, float | int] | Sequence = DEFAULT_SPLIT,
@@ -226,6 +227,7 @@ def squad_to_dpr(squad_json_path: str | os.PathLike, *, passage_words: int = DEF
         raise InputError(str(path), f"has {len(data)} articles; the selection {articles} holds none of them")
     splits = {s: [chosen[i] for i in idx] for s, idx in article_splits(len(chosen), split, seed).items()}
     out = {"train": [], "dev": [], "test": []}
+    test_ids = []
     gold_of, dropped = [], {s: Counter() for s in SPLITS}
     no_dpr_match = 0
     for s in SPLITS:
@@ -239,6 +241,7 @@ def squad_to_dpr(squad_json_path: str | os.PathLike, *, passage_words: int = DEF
                     no_dpr_match += not has_answer(answers, by_id[gold].text)
                 if s == "test":
                     out[s].append(QA(question, list(answers)))
+                    test_ids.append(qid)
                     continue
                 p = by_id[gold]
                 rec = {"question": question, "answers": list(dict.fromkeys(answers)),
@@ -260,7 +263,7 @@ def squad_to_dpr(squad_json_path: str | os.PathLike, *, passage_words: int = DEF
                                        "average": round(len(gold_of) / max(1, sum(per_gold.values())), 3)},
     }
     log.info("%s: %s", path, json.dumps(stats))
-    return SquadDPR(passages, out["train"], out["dev"], out["test"], stats)
+    return SquadDPR(passages, out["train"], out["dev"], out["test"], stats, test_ids)
 
 
 def write_squad_dpr(data: SquadDPR, *, corpus_out=None, train_out=None, dev_out=None, test_out=None) -> None:
