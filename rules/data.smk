@@ -181,3 +181,66 @@ rule make_dev_questions:
         "../envs/cpu.yaml"
     shell:
         "python {params.script:q} --dev {input:q} --output {output:q} 2> {log:q}"
+
+
+# A BEIR-format folder (config: corpora.<name>.beir; dcsr.data.beir): corpus.jsonl as the corpus,
+# each document's _id given an integer passage id (the mapping written beside it), and each test
+# set (datasets.<name>.beir: {split: ...}) as the queries its qrels judge, with the qrels.
+rule prepare_beir:
+    input:
+        lambda wc: str(Path(plan.beir_folder(wc.corpus)) / "corpus.jsonl"),
+    output:
+        corpus=CORPUS_TSV,
+        ids=BEIR_DOC_IDS,
+    wildcard_constraints:
+        corpus=plan.one_of(plan.beir_corpora()),
+    log:
+        log_path("prepare_beir", "{corpus}"),
+    benchmark:
+        bench_path("prepare_beir", "{corpus}")
+    params:
+        script=f"{SCRIPTS}/prepare_beir.py",
+        code=plan.code_version("prepare_beir.py"),
+        folder=lambda wc: plan.beir_folder(wc.corpus),
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("prepare_beir", "mem_mb"),
+        runtime=plan.resources_for("prepare_beir", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script:q} corpus --folder {params.folder:q} --corpus-out {output.corpus:q}"
+        " --ids-out {output.ids:q} 2> {log:q}"
+
+
+rule prepare_beir_dataset:
+    input:
+        queries=lambda wc: str(Path(plan.beir_folder(wc.corpus)) / "queries.jsonl"),
+        qrels=lambda wc: str(Path(plan.beir_folder(wc.corpus)) / "qrels" / f"{plan.dataset_cfg(wc.dataset)['beir']['split']}.tsv"),
+        doc_ids=BEIR_DOC_IDS,
+    output:
+        queries=BEIR_QUERIES,
+        query_ids=BEIR_QUERY_IDS,
+        qrels=BEIR_QRELS,
+    wildcard_constraints:
+        corpus=plan.one_of(plan.beir_corpora()),
+        dataset=plan.one_of(plan.beir_datasets()),
+    log:
+        log_path("prepare_beir_dataset", "{corpus}/{dataset}"),
+    benchmark:
+        bench_path("prepare_beir_dataset", "{corpus}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/prepare_beir.py",
+        code=plan.code_version("prepare_beir.py"),
+        folder=lambda wc: plan.beir_folder(wc.corpus),
+        split=lambda wc: plan.dataset_cfg(wc.dataset)["beir"]["split"],
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("prepare_beir", "mem_mb"),
+        runtime=plan.resources_for("prepare_beir", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script:q} queries --folder {params.folder:q} --split {params.split:q}"
+        " --doc-ids {input.doc_ids:q} --queries-out {output.queries:q} --query-ids-out {output.query_ids:q}"
+        " --qrels-out {output.qrels:q} 2> {log:q}"

@@ -26,13 +26,15 @@ rule passage_store:
         "python {params.script:q} --corpus {input.corpus:q} --output {params.store:q} 2> {log:q}"
 
 
-# Top-k answer recall of the BM25 runs, with DPR's matching rules, per question kept. (Dense
-# runs are scored by merge_runs, in the job that writes them.)
+# Top-k answer recall of the BM25 runs, with DPR's matching rules, per question kept; a BEIR test
+# set's runs are measured against its qrels instead (plan.gold_args). (Dense runs are scored by
+# merge_runs, in the job that writes them.)
 
 
 rule evaluate_topk:
     input:
         unpack(plan.store_inputs),
+        unpack(plan.judgment_inputs),
         run=RUN,
         questions=lambda wc: plan.dataset_file(wc.dataset, "test"),
     output:
@@ -93,3 +95,33 @@ rule pool_qrels:
     shell:
         "python {params.script:q} --depth {params.depth:q} --qrels {output.qrels:q} --info {output.info:q}"
         " {input:q} 2> {log:q}"
+
+
+# A BEIR test set's run (BM25, a dense pair or a hybrid) with the collection's original query and
+# document ids, beside it, for its own qrels and tools (trec_eval, ir_measures, BEIR): the runs
+# are scored the same way in the jobs that write them (dcsr.evaluation.metrics.evaluate_qrels_run).
+rule original_id_run:
+    input:
+        unpack(plan.original_id_inputs),
+    output:
+        ORIGINAL_ID_RUN,
+    wildcard_constraints:
+        corpus=plan.one_of(plan.beir_corpora()),
+        dataset=plan.one_of(plan.beir_datasets()),
+        retriever=r"(hybrid-(linear|rrf)/)?[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*",
+    log:
+        log_path("original_id_run", "{corpus}/{retriever}/{dataset}"),
+    benchmark:
+        bench_path("original_id_run", "{corpus}/{retriever}/{dataset}")
+    params:
+        script=f"{SCRIPTS}/prepare_beir.py",
+        code=plan.code_version("prepare_beir.py"),
+    threads: 1
+    resources:
+        mem_mb=plan.resources_for("original_id_run", "mem_mb"),
+        runtime=plan.resources_for("original_id_run", "runtime"),
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "python {params.script:q} run --run {input.run:q} --query-ids {input.query_ids:q} --doc-ids {input.doc_ids:q}"
+        " --output {output:q} 2> {log:q}"

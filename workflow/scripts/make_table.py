@@ -29,7 +29,8 @@ def main():
         label = cell.column if cell.dataset == cell.column else f"{cell.column} ({cell.dataset})"
         c = cells[(cell.qmodel, cell.pmodel, cell.dataset, cell.fusion)]
         metrics = read_metrics(c["metrics"])
-        if table.get("measures"):  # against the test set's pooled qrels: the same judgments for every row
+        if table.get("measures") and "qrels" in c:  # against the test set's pooled qrels: the same judgments for every row
+            # (a BEIR test set's cell has none: its metrics are measured against its own qrels)
             metrics["trec_eval"] = pooled.measures(c["run"], c["qrels"], table["measures"], metrics["questions"])
         rows.append(Row(r["label"], label, metrics, ref))
     notes = spec.get("notes", []) + (pooled.notes() if table.get("measures") else [])

@@ -48,6 +48,9 @@ class AttributionSpec:
     sweep_family: str | None = None
     sweeps: tuple[Sweep, ...] = ()
     compare: tuple[str, str] | None = None
+    #: test sets judged by qrels of their own (BEIR collections): their cells are ``nDCG@10 (qrels)``,
+    #: ``R@100 (qrels)`` and ``RR@10 (qrels)`` (:meth:`metrics_of`), not ``metrics``
+    qrels_test_sets: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "AttributionSpec":
@@ -56,7 +59,7 @@ class AttributionSpec:
                            for s in d.get("sweeps", []))
             spec = cls(tuple(d["test_sets"]), tuple(d["metrics"]), {k: dict(v) for k, v in d["families"].items()},
                        dict(d.get("paper_names", {})), bool(d.get("bm25", True)), d.get("sweep_family"), sweeps,
-                       tuple(d["compare"]) if d.get("compare") else None)
+                       tuple(d["compare"]) if d.get("compare") else None, tuple(d.get("qrels_test_sets", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise InputError("attribution spec", f"malformed: {e!r}")
         for label, family in spec.families.items():
@@ -67,6 +70,20 @@ class AttributionSpec:
         if spec.compare and any(f not in spec.families for f in spec.compare):
             raise InputError("attribution spec: compare", f"{spec.compare} names a family that is not defined")
         return spec
+
+    def metrics_of(self, test_set: str) -> tuple[str, ...]:
+        """The metrics of a test set's cells: ``metrics`` (top-k answer recall), or for a test set
+        judged by its own qrels, its measures against them."""
+        if test_set in self.qrels_test_sets:
+            from dcsr.evaluation.trec_eval import QRELS_MEASURES, qrels_metric
+
+            return tuple(qrels_metric(m) for m in QRELS_MEASURES)
+        return self.metrics
+
+    @property
+    def answer_test_sets(self) -> tuple[str, ...]:
+        """The test sets judged by answers (whose cells share ``metrics``)."""
+        return tuple(t for t in self.test_sets if t not in self.qrels_test_sets)
 
     def in_domain(self, family: str) -> dict[str, tuple[str, str]]:
         """``{test set: (Q_T, D_T)}`` for the family's datasets that are also test sets."""
@@ -87,9 +104,13 @@ def write_pair_matrix(cells: Sequence[tuple[str, str, str, str | os.PathLike]], 
                       metrics: Sequence[str] | None = None) -> int:
     """Collect ``(question encoder, passage encoder, test set, metrics JSON)`` cells into one CSV.
 
-    Every ``top<k>`` score of each metrics file is written (or only ``metrics``, each of which
-    must then be present); a cell given twice is an error. Returns the number of cells.
+    Every ``top<k>`` score of each metrics file is written, and a BEIR test set's measures against
+    its qrels (``nDCG@10 (qrels)``, ...: :data:`dcsr.evaluation.trec_eval.QRELS_MEASURES`), or only
+    ``metrics``, each of which must then be present; a cell given twice is an error. Returns the
+    number of cells.
     """
+    from dcsr.evaluation.trec_eval import QRELS_MEASURES, qrels_metric
+
     matrix = PairMatrix()
     rows = []
     for q, p, t, path in cells:
@@ -97,6 +118,8 @@ def write_pair_matrix(cells: Sequence[tuple[str, str, str, str | os.PathLike]], 
         matrix.add(q, p, t, scores, source=str(path))
         wanted = list(metrics) if metrics is not None else sorted((m for m in scores if m.startswith("top")),
                                                                    key=lambda m: int(m[3:]) if m[3:].isdigit() else 0)
+        if metrics is None:
+            wanted += [qrels_metric(m) for m in QRELS_MEASURES if qrels_metric(m) in scores]
         for m in wanted:
             rows.append([q, p, t, m, repr(matrix.score(q, p, t, m)), str(path)])
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:

@@ -111,10 +111,15 @@ def tandem_rows(matrix: PairMatrix, spec: AttributionSpec) -> list[tuple[str, st
         (f"{family}-{ds}", family, m, m, f"DPR-{spec.paper_name(ds)}" if family == "DPR" and spec.paper_name(ds) else None)
         for family, models in spec.families.items() for ds, m in models.items()]
     for label, family, q, p, paper_row in encoders:
-        cells = {t: {m: matrix.score(q, p, t, m) for m in spec.metrics} for t in spec.test_sets}
-        cells["Average"] = {m: _mean([cells[t][m] for t in spec.test_sets]) for m in spec.metrics}
+        cells = {t: {m: matrix.score(q, p, t, m) for m in spec.metrics_of(t)} for t in spec.test_sets}
+        # over the answer-judged test sets: a BEIR test set's cells are other measures
+        cells["Average"] = {m: _mean([cells[t][m] for t in spec.answer_test_sets]) for m in spec.metrics}
         rows.append((label, family or "BM25", paper_row, cells))
     return rows
+
+
+def _column_metrics(spec: AttributionSpec, column: str) -> tuple[str, ...]:
+    return spec.metrics if column == "Average" else spec.metrics_of(column)
 
 
 def write_tandem_table(matrix: PairMatrix, spec: AttributionSpec, paper_numbers: str | os.PathLike,
@@ -131,7 +136,7 @@ def write_tandem_table(matrix: PairMatrix, spec: AttributionSpec, paper_numbers:
     csv_rows = []
     for label, _family, paper_row, cells in rows:
         for t in columns:
-            for m in spec.metrics:
+            for m in _column_metrics(spec, t):
                 pv = None
                 if paper_row and t != "Average":
                     pv = _paper(paper, table, paper_row, spec.paper_name(t), m)
@@ -139,7 +144,7 @@ def write_tandem_table(matrix: PairMatrix, spec: AttributionSpec, paper_numbers:
     _write_long_csv(out_csv, ["row", "test_set", "metric", "ours", "paper", "paper_source"], csv_rows)
 
     head = ["Encoder \\ Test set"] + columns
-    md_rows = [[f"{label} (ours)"] + [_pair([cells[t][m] for m in spec.metrics]) for t in columns]
+    md_rows = [[f"{label} (ours)"] + [_pair([cells[t][m] for m in _column_metrics(spec, t)]) for t in columns]
                for label, _f_, _p, cells in rows]
     lines = [f"# Tandem zero-shot retrieval ({_metric_title(spec.metrics)}, %; encoder attribution Table 2)", ""]
     lines += _md_table(head, md_rows)
@@ -155,7 +160,14 @@ def write_tandem_table(matrix: PairMatrix, spec: AttributionSpec, paper_numbers:
         lines += _md_table(head, prow)
     else:
         lines += ["", "Paper rows: none of these test sets is one of the paper's datasets."]
-    lines += ["", "Each cell: " + " / ".join(spec.metrics) + ". Average: the mean over the test sets of this table."]
+    if spec.qrels_test_sets:
+        lines += ["", "Each cell of " + ", ".join(spec.answer_test_sets) + " and Average: " + " / ".join(spec.metrics)
+                  + " (top-k answer recall). Each cell of " + ", ".join(spec.qrels_test_sets) + " (judged by its own "
+                  "qrels, a BEIR collection, zero-shot for every encoder): "
+                  + " / ".join(spec.metrics_of(spec.qrels_test_sets[0])) + ". Average: the mean over the answer-judged "
+                  "test sets only."]
+    else:
+        lines += ["", "Each cell: " + " / ".join(spec.metrics) + ". Average: the mean over the test sets of this table."]
     _write_md(out_md, lines)
 
 
@@ -222,14 +234,16 @@ def write_marginalization(matrix: PairMatrix, spec: AttributionSpec, family: str
     ax.legend(fontsize=8)
     _save(fig, out_png)
 
-    # heatmap: r(q, p, t) for the family's K x K pairs, one panel per test set
+    # heatmap: r(q, p, t) for the family's K x K pairs, one panel per test set (a BEIR test set's:
+    # its first qrels measure, nDCG@10 (qrels))
+    shown = {t: metric if t not in spec.qrels_test_sets else spec.metrics_of(t)[0] for t in spec.test_sets}
     _write_long_csv(heatmap_csv, ["test_set", "metric", "question_encoder", "passage_encoder", "value"],
-                    [[t, metric, q, p, matrix.score(q, p, t, metric)] for t in spec.test_sets for q in prior
+                    [[t, shown[t], q, p, matrix.score(q, p, t, shown[t])] for t in spec.test_sets for q in prior
                      for p in prior])
     fig = _figure(3.2 * len(spec.test_sets) + 0.6, 0.45 * len(prior) + 3.2)
     for i, t in enumerate(spec.test_sets):
         ax = fig.add_subplot(1, len(spec.test_sets), i + 1)
-        grid = [[matrix.score(q, p, t, metric) for p in prior] for q in prior]
+        grid = [[matrix.score(q, p, t, shown[t]) for p in prior] for q in prior]
         ax.imshow(grid, cmap="viridis", vmin=0, vmax=100)
         for a, row in enumerate(grid):
             for b, v in enumerate(row):
@@ -238,7 +252,7 @@ def write_marginalization(matrix: PairMatrix, spec: AttributionSpec, family: str
         names = [next(ds for ds, m in spec.families[family].items() if m == e) for e in prior]
         ax.set_xticks(range(len(prior)), names, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(len(prior)), names if i == 0 else [""] * len(prior), fontsize=7)
-        ax.set_title(f"test: {t}", fontsize=9)
+        ax.set_title(f"test: {t}" + (f"\n{shown[t]}" if shown[t] != metric else ""), fontsize=9)
         if i == 0:
             ax.set_ylabel("question encoder of")
         ax.set_xlabel("passage encoder of")

@@ -4,6 +4,9 @@ A question counts as answered at k when one of its top-k retrieved passages has 
 answer under DPR's ``has_answer`` (token match; regex match for CuratedTREC). The run must
 list every question of the question file (one without hits as a ``# no hits`` line,
 :mod:`dcsr.data.runs`): a question missing from it is an error, not a silent miss.
+
+A test set judged by qrels of its own (a BEIR collection, whose queries have no answers) is
+scored against them instead (:func:`evaluate_qrels_run`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Sequence
 
 from dcsr.data.answers import PassageMatcher, PatternTimeout
 from dcsr.errors import InputError
-from dcsr.data.formats import iter_qas
+from dcsr.data.formats import iter_qas, judged_by_qrels
 from dcsr.data.passage_store import load_passages
 from dcsr.fsutil import atomic_open
 from dcsr.settings import SECTIONS
@@ -70,12 +73,97 @@ def add_scoring_arguments(ap, required: bool = True) -> None:
     ap.add_argument("--match", choices=["string", "regex"], default="string")
     ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
                                                  "its gold passages too")
+    ap.add_argument("--qrels", default=None, help="a BEIR test set's qrels (original ids, trec_eval's format): the run "
+                                                  "is measured against them (nDCG@10, R@100, RR@10), not by answers")
+    ap.add_argument("--query-ids", default=None, help="with --qrels: the query _id of each question (TSV)")
+    ap.add_argument("--doc-ids", default=None, help="with --qrels: the document _id of each passage id (TSV)")
 
 
 def score_from_arguments(a, run_trec: str | os.PathLike, about: dict | None = None) -> dict:
-    """:func:`evaluate_run` of ``run_trec`` with the options of :func:`add_scoring_arguments`."""
+    """:func:`evaluate_run` of ``run_trec`` with the options of :func:`add_scoring_arguments`
+    (:func:`evaluate_qrels_run` with ``--qrels``)."""
+    ks = [int(k) for k in a.ks.split(",")]
+    if a.qrels:
+        if not (a.query_ids and a.doc_ids):
+            raise InputError("arguments", "--qrels needs --query-ids and --doc-ids (the test set's and the corpus's "
+                                          "id mappings, dcsr.data.beir)")
+        return evaluate_qrels_run(run_trec, a.questions, a.qrels, a.query_ids, a.doc_ids, a.metrics, a.per_question,
+                                  ks=ks, about=about)
     return evaluate_run(run_trec, a.questions, a.corpus, a.metrics, a.per_question,
-                        ks=[int(k) for k in a.ks.split(",")], match_type=a.match, about=about, gold_json=a.gold)
+                        ks=ks, match_type=a.match, about=about, gold_json=a.gold)
+
+
+def check_run_covers(run: dict, n_questions: int, run_trec, qas_path) -> None:
+    """A run names questions 0 .. n-1 of its question file, every one of them (one without hits
+    as a ``# no hits`` line): else an :class:`InputError` naming the run."""
+    extra = sorted(q for q in run if not 0 <= q < n_questions)
+    if extra:
+        raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {n_questions} questions "
+                                        f"(0..{n_questions - 1}); was the run made for another question file?")
+    absent = [q for q in range(n_questions) if q not in run]
+    if absent:
+        shown = ", ".join(str(q) for q in absent[:10]) + (", ..." if len(absent) > 10 else "")
+        raise InputError(str(run_trec), f"lacks {len(absent)} of the {n_questions} questions of {qas_path} "
+                                        f"(0-based: {shown}); search them again (a run lists every question, "
+                                        "one without hits as a '# no hits: QID' line)")
+
+
+def _write_results(out_metrics, metrics: dict, out_questions, records) -> None:
+    with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
+        json.dump(metrics, fh, indent=2)
+        fh.write("\n")
+    if out_questions is not None:
+        with atomic_open(out_questions, "w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def evaluate_qrels_run(run_trec: str | os.PathLike, queries_path: str | os.PathLike, qrels_path: str | os.PathLike,
+                       query_ids: str | os.PathLike, doc_ids: str | os.PathLike, out_metrics: str | os.PathLike,
+                       out_questions: str | os.PathLike | None = None, ks: Sequence[int] = DEFAULT_KS,
+                       about: dict | None = None) -> dict:
+    """Score a run of a test set judged by qrels of its own (a BEIR collection: no answers): the
+    run is given its original query and document ids (:func:`dcsr.data.beir.original_id_run`,
+    what rule ``original_id_run`` writes beside it) and measured by ir_measures against the
+    qrels (:data:`~dcsr.evaluation.trec_eval.QRELS_MEASURES`, as ``nDCG@10 (qrels)`` and so on),
+    the mean over every query of the test set (one without hits counts 0). No top-k answer
+    recall: nothing holds an answer. The per-question results mark each hit relevant (qrels
+    score > 0) in ``has_answer``, ``first_hit`` the rank of the first relevant one, each record
+    with its ``query_id``."""
+    from dcsr.data.beir import original_id_run, read_doc_ids, read_query_ids
+    from dcsr.evaluation.trec_eval import QRELS_MEASURES, measure_run, qrels_metric, read_qrels
+
+    questions = list(iter_qas(queries_path))
+    run = read_trec(run_trec)
+    check_run_covers(run, len(questions), run_trec, queries_path)
+    qids = read_query_ids(query_ids)
+    if len(qids) != len(questions):
+        raise InputError(str(query_ids), f"has {len(qids)} query ids, but {queries_path} has {len(questions)} "
+                                         "questions; the two files come from different conversions")
+    docs = read_doc_ids(doc_ids, {pid for hits in run.values() for pid, _ in hits})
+    original = original_id_run(run, qids, docs, where=str(run_trec))
+    qrels = read_qrels(qrels_path)
+    unknown = sorted(set(qrels) - set(qids))
+    if unknown:
+        raise InputError(str(qrels_path), f"judges query {unknown[0]!r}, which {query_ids} lacks; the qrels and the "
+                                          "test set come from different conversions")
+    measured = measure_run(original, qrels, QRELS_MEASURES, questions=len(questions))
+    metrics = {"questions": len(questions), "judged_by": "qrels", "qrels": os.path.basename(str(qrels_path)),
+               **(about or {}), **{qrels_metric(m): measured[m] for m in QRELS_MEASURES}}
+    depth = judged_depth(ks)
+
+    def records():
+        for q, qa in enumerate(questions):
+            judged = qrels.get(qids[q], {})
+            hits = original.get(qids[q], [])[:depth]
+            flags = [judged.get(doc, 0) > 0 for doc, _ in hits]
+            yield {"qid": q, "query_id": qids[q], "question": qa.question, "answers": [],
+                   "first_hit": first_hit_ranks([flags])[0], "hits": [pid for pid, _ in run.get(q, [])[:depth]],
+                   "has_answer": flags, "judged_by": "qrels"}
+
+    _write_results(out_metrics, metrics, out_questions, records())
+    log.info("%s: %s", run_trec, metrics)
+    return metrics
 
 
 def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
@@ -91,18 +179,12 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     Beside top-k, with ``gold_json`` (the DPR dev JSON whose questions are the test set, in order)
     ``trec_eval_gold`` holds MRR@10, nDCG@10 and recall@20/100 against its gold passages
     (:mod:`dcsr.evaluation.trec_eval`)."""
+    if judged_by_qrels(qas_path):
+        raise InputError(str(qas_path), "holds queries judged by qrels (a BEIR test set), which have no answers: "
+                                        "score its runs against the qrels (--qrels, --query-ids, --doc-ids)")
     qas = list(iter_qas(qas_path, match_type))  # regex answers compiled and checked here, before any work
     run = read_trec(run_trec)
-    extra = sorted(q for q in run if not 0 <= q < len(qas))
-    if extra:
-        raise InputError(str(run_trec), f"names question {extra[0]}, but {qas_path} has {len(qas)} questions "
-                                        f"(0..{len(qas) - 1}); was the run made for another question file?")
-    absent = [q for q in range(len(qas)) if q not in run]
-    if absent:
-        shown = ", ".join(str(q) for q in absent[:10]) + (", ..." if len(absent) > 10 else "")
-        raise InputError(str(run_trec), f"lacks {len(absent)} of the {len(qas)} questions of {qas_path} "
-                                        f"(0-based: {shown}); search them again (a run lists every question, "
-                                        "one without hits as a '# no hits: QID' line)")
+    check_run_covers(run, len(qas), run_trec, qas_path)
     depth = judged_depth(ks)  # the per-question results are judged to the pooled measures' cutoff too
     wanted = {pid for hits in run.values() for pid, _ in hits[:depth]}
     texts = load_passages(corpus_tsv, wanted)
@@ -125,16 +207,9 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
     metrics.update(standard_measures(run, gold_json))
-    with atomic_open(out_metrics, "w", encoding="utf-8") as fh:
-        json.dump(metrics, fh, indent=2)
-        fh.write("\n")
-    if out_questions is not None:
-        with atomic_open(out_questions, "w", encoding="utf-8") as fh:
-            for q, qa in enumerate(qas):
-                hits = run.get(q, [])[:depth]
-                fh.write(json.dumps({
-                    "qid": q, "question": qa.question, "answers": qa.answers, "first_hit": ranks[q],
-                    "hits": [pid for pid, _ in hits], "has_answer": flags[q],
-                }, ensure_ascii=False) + "\n")
+    _write_results(out_metrics, metrics, out_questions,
+                   ({"qid": q, "question": qa.question, "answers": qa.answers, "first_hit": ranks[q],
+                     "hits": [pid for pid, _ in run.get(q, [])[:depth]], "has_answer": flags[q]}
+                    for q, qa in enumerate(qas)))
     log.info("%s: %s", run_trec, metrics)
     return metrics

@@ -120,14 +120,26 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                           title: str, notes: Sequence[str] = (), measures: Sequence[str] = ()) -> None:
     """Write a retrieval table (CSV long format + Markdown). ``measures`` (ir_measures names, e.g.
     ``RR@10``) add the runs' standard measures against their test set's pooled answer-match qrels
-    (each row's metrics' ``trec_eval``; :mod:`dcsr.evaluation.trec_eval`) after the top-k columns."""
+    (each row's metrics' ``trec_eval``; :mod:`dcsr.evaluation.trec_eval`) after the top-k columns.
+
+    A row of a test set judged by qrels of its own (a BEIR collection: its metrics say
+    ``judged_by: qrels``) has no top-k answer recall; its measures against those qrels
+    (``nDCG@10 (qrels)``, ``R@100 (qrels)``, ``RR@10 (qrels)``) are columns of their own, named so in
+    the CSV and the Markdown, and a table holding both kinds labels its top-k columns as answer
+    match: no column mixes the two."""
+    from dcsr.evaluation.trec_eval import QRELS_MEASURES, qrels_metric
+
     sources = {}
+    by_qrels = [r.metrics.get("judged_by") == "qrels" for r in rows]
+    qrels_metrics = [qrels_metric(m) for m in QRELS_MEASURES] if any(by_qrels) else []
+    mixed = any(by_qrels) and not all(by_qrels)
+    measures = measures if not all(by_qrels) else []  # pooled answer-match measures: the answer-judged rows'
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions", "hasans_temperature",
                     "fusion_weight"])
-        for r in rows:
-            for m in metrics:
+        for r, qrels_row in zip(rows, by_qrels):
+            for m in (qrels_metrics if qrels_row else metrics):
                 pv = paper_value(paper, r.paper_ref, m)
                 src = ""
                 if pv is not None:
@@ -137,16 +149,19 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                 w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
                             "" if pv is None else pv, src, r.metrics.get("questions", ""),
                             r.metrics.get("hasans_temperature", ""), r.metrics.get("fusion_weight", "")])
-        for r in rows:
-            for m in measures:
+        for r, qrels_row in zip(rows, by_qrels):
+            for m in ([] if qrels_row else measures):
                 v = r.metrics.get("trec_eval", {}).get(m)
                 w.writerow([r.label, r.test_set, f"{m} (pooled answer-match)", "" if v is None else f"{v:.2f}", "", "",
                             r.metrics.get("questions", ""), "", ""])
     paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
     # DCSR rows rank passages by HasAns: which softmax temperature each used
     temperatures = any("hasans_temperature" in r.metrics for r in rows)
-    head = ["Retriever", "Test set", "Questions"] + [m.replace("top", "Top-") for m in metrics]
+    answer_metrics = metrics if not all(by_qrels) else []
+    head = ["Retriever", "Test set", "Questions"]
+    head += [m.replace("top", "Top-") + (" (answer match)" if mixed else "") for m in answer_metrics]
     head += [("MRR@" + m[3:] if m.startswith("RR@") else m) + "*" for m in measures]
+    head += qrels_metrics
     head += [f"paper {m.replace('top', 'Top-')}" for m in paper_metrics]
     head += ["HasAns T"] if temperatures else []
     # hybrid rows with linear fusion: the dense weight chosen on dev
@@ -154,8 +169,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     head += ["Dense weight"] if weights else []
     lines = [f"# {md_line(title)}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [md_cell(r.label), md_cell(r.test_set), _fmt(r.metrics.get("questions"))] + [_fmt(r.metrics.get(m)) for m in metrics]
+        cells = [md_cell(r.label), md_cell(r.test_set), _fmt(r.metrics.get("questions"))]
+        cells += [_fmt(r.metrics.get(m)) for m in answer_metrics]
         cells += [_fmt(r.metrics.get("trec_eval", {}).get(m)) for m in measures]
+        cells += [_fmt(r.metrics.get(m)) for m in qrels_metrics]
         cells += [_fmt(paper_value(paper, r.paper_ref, m)) for m in paper_metrics]
         if temperatures:
             t = r.metrics.get("hasans_temperature")
@@ -181,6 +198,12 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                      "(TREC pooling: each passage some run retrieved within the depth, judged by DPR's matching), so "
                      "every row of a test set is measured against the same judgments, and runs outside the table "
                      "change none of them; the pools are listed below (dcsr.evaluation.trec_eval).")
+    if qrels_metrics:
+        lines.append("- Columns marked (qrels): the run's nDCG@10, R@100 (the share of the relevant passages in its "
+                     "top 100) and MRR@10 x 100 (ir_measures, trec_eval's code) against the test set's own qrels (a "
+                     "BEIR collection), on the run with the collection's original ids (`*.original-ids.run` beside "
+                     "it); such a test set has no answers, so no top-k answer recall"
+                     + ("; top-k is answer match, on the other test sets." if mixed else "."))
     if weights:
         lines.append("- Dense weight: a hybrid row's weight w of linear fusion, w x dense + (1 - w) x BM25 of "
                      "min-max normalized scores, chosen on the dev questions of the test set's dataset "

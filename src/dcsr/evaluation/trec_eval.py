@@ -15,6 +15,10 @@ Two kinds of qrels (``qid 0 docid rel``, trec_eval's format):
 - **gold qrels** (:func:`gold_qrels`), where the data knows the passage: the ``positive_ctxs``
   with a ``passage_id`` of DPR's train/dev JSON (and so every SQuAD-derived or generated
   dataset's dev questions, the ``<dataset>.dev`` test sets).
+- **a collection's own qrels** (a BEIR test set, :mod:`dcsr.data.beir`): its queries have no
+  answers, so its runs are measured against them alone (:data:`QRELS_MEASURES`: nDCG@10, R@100,
+  RR@10, named ``nDCG@10 (qrels)`` and so on), on the run with its original query and document ids
+  (:func:`dcsr.evaluation.metrics.evaluate_qrels_run`).
 
 A run's ``# no hits: QID`` comment lines (a question BM25 found nothing for) are ours: strip
 them (``grep -v '^#'``) before giving a run to trec_eval itself, which takes every line as a hit.
@@ -44,6 +48,21 @@ from dcsr.fsutil import atomic_open
 Qrels = dict[str, dict[str, int]]  # {qid: {docid: relevance}}
 
 GOLD_MEASURES = ("RR@10", "nDCG@10", "R@20", "R@100")
+#: The measures of a test set judged by qrels of its own (a BEIR collection, :mod:`dcsr.data.beir`),
+#: in place of top-k answer recall, which needs answers it does not have.
+QRELS_MEASURES = ("nDCG@10", "R@100", "RR@10")
+QRELS_SUFFIX = " (qrels)"
+
+
+def qrels_metric(measure: str) -> str:
+    """A qrels measure's name in metrics files, tables and the pair matrix: ``nDCG@10 (qrels)``,
+    so that no column of a table that mixes answer-judged and qrels-judged test sets is read
+    as the other kind."""
+    return measure + QRELS_SUFFIX
+
+
+def is_qrels_metric(name: str) -> bool:
+    return name.endswith(QRELS_SUFFIX)
 POOLED_CUTOFF = 10  # the deepest cutoff of the measures against pooled qrels (RR@10, nDCG@10)
 
 

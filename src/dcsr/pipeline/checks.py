@@ -1,7 +1,8 @@
 """Checks at DAG build of what the schema cannot say, so that ``snakemake -n`` stops on a value
 that would otherwise fail a job minutes or hours later: an integer written as a float, a local
-SQuAD source that is not there (with the closest file's name), an index factory FAISS does not
-parse, and claims whose sides were trained with different numbers of seeds. Each is an
+SQuAD source that is not there (with the closest file's name), a BEIR folder without the files
+its corpus and test sets read, a model trained on a BEIR test set, an index factory FAISS does
+not parse, and claims whose sides were trained with different numbers of seeds. Each is an
 :class:`~dcsr.errors.InputError` naming the config key."""
 
 from __future__ import annotations
@@ -135,6 +136,54 @@ def check_local_sources(config: Mapping, basedir: Path) -> None:
         raise InputError(_key("corpora", name, "squad", "source"),
                          f"{source!r} is neither a URL nor an existing file (looked in the working directory and in "
                          f"{basedir}){hint}")
+    check_beir_folders(config, basedir)
+
+
+def beir_folder(config: Mapping, corpus: str, basedir: Path) -> Path:
+    """A corpus's ``beir`` folder: as given when it exists there (from the working directory),
+    else in the repository (``basedir``), else as given."""
+    folder = Path(config["corpora"][corpus]["beir"])
+    if not folder.is_absolute() and not folder.exists() and (basedir / folder).exists():
+        return basedir / folder
+    return folder
+
+
+def check_beir_folders(config: Mapping, basedir: Path) -> None:
+    """Every BEIR folder has the files its corpus and test sets read (corpus.jsonl, queries.jsonl,
+    qrels/<split>.tsv), and no model trains on a BEIR test set (it has no answers; see
+    :func:`dcsr.pipeline.config.beir_training_refusal`): both at DAG build, naming the key."""
+    from dcsr.data.beir import CORPUS, QUERIES, qrels_file
+    from dcsr.pipeline.config import beir_training_refusal, train_datasets
+
+    corpora, datasets = config.get("corpora", {}), config.get("datasets", {})
+    for name, corpus in corpora.items():
+        if "beir" not in corpus:
+            continue
+        folder = beir_folder(config, name, basedir)
+        if not folder.is_dir():
+            raise InputError(_key("corpora", name, "beir"), f"{corpus['beir']!r} is not a folder (looked in the working "
+                                                            f"directory and in {basedir}); give a BEIR-format folder "
+                                                            "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+        if not (folder / CORPUS).is_file():
+            raise InputError(_key("corpora", name, "beir"), f"{str(folder)!r} has no {CORPUS}; a BEIR folder holds "
+                                                            "corpus.jsonl, queries.jsonl and qrels/<split>.tsv")
+    for name, ds in datasets.items():
+        if "beir" not in ds or "beir" not in corpora.get(ds["corpus"], {}):
+            continue
+        folder = beir_folder(config, ds["corpus"], basedir)
+        qrels = qrels_file(folder, ds["beir"]["split"])
+        for need, key in ((folder / QUERIES, ("corpus",)), (qrels, ("beir", "split"))):
+            if not need.is_file():
+                found = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+                raise InputError(_key("datasets", name, *key), f"{str(need)!r} does not exist (the test set reads "
+                                 f"{QUERIES} and qrels/{ds['beir']['split']}.tsv of its corpus's folder; its qrels "
+                                 f"splits: {', '.join(found) or 'none'})")
+    for model, m in config.get("models", {}).items():
+        for i, ds in enumerate(train_datasets(m)):
+            if "beir" in datasets.get(ds, {}):
+                folder = beir_folder(config, datasets[ds]["corpus"], basedir)
+                where = _key("models", model, "train_on", *([] if isinstance(m["train_on"], str) else [i]))
+                raise InputError(where, beir_training_refusal(ds, qrels_file(folder, "train").is_file()))
 
 
 #: The width an index factory is checked at where no indexed encoder's width is known at DAG

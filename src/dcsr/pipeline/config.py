@@ -74,6 +74,16 @@ def variant_settings(cfg: dict) -> dict[str, dict]:
     return out
 
 
+#: The depth a BEIR test set's measures read (R@100; dcsr.evaluation.trec_eval.QRELS_MEASURES).
+BEIR_DEPTH = 100
+
+
+def beir_datasets(cfg: dict) -> list[str]:
+    """The datasets that are test sets of a BEIR folder (``datasets.<name>.beir``): judged by
+    qrels, without answers, dev questions or a training set."""
+    return [d for d, ds in cfg["datasets"].items() if "beir" in ds]
+
+
 #: The suffix of the dev-question variant of a dataset that ``dcsr.temperature: dev`` searches.
 DEV_VARIANT = ".dev"
 
@@ -90,6 +100,8 @@ def dev_variants(cfg: dict) -> dict[str, dict]:
         return {}
     out = {}
     for name, ds in cfg["datasets"].items():
+        if "beir" in ds:  # a BEIR test set has no dev questions (a DCSR run on it keeps temperature 1)
+            continue
         if dataset_questions(cfg, name) == "test" and name + DEV_VARIANT not in cfg["datasets"]:
             # dev_of marks the split as the dataset's own (its overlap with the test questions is
             # the publisher's, warned about); a user's own <name>.dev must not overlap at all
@@ -140,6 +152,7 @@ def check_config(cfg: dict) -> None:
         if isinstance(ds.get("squad"), dict) and name == ds["corpus"]:
             raise InputError(_key("datasets", name, "squad"), "the corpus's own name is its dataset of all questions "
                                                                "(squad: true); name a group of articles otherwise")
+        check_beir_dataset(cfg, name)
     for name, m in models.items():
         check_init(m["init"], encoders, name)
         on = train_datasets(m)
@@ -166,6 +179,7 @@ def check_config(cfg: dict) -> None:
         for i, ts in enumerate(table["test_sets"]):
             if ts not in datasets:
                 raise InputError(_key("tables", tname, "test_sets", i), f"names dataset {ts!r}, which is not under 'datasets'")
+        check_beir_hybrids(cfg, tname)
         for i, row in enumerate(table["rows"]):
             # a per-column mapping may name columns the table lacks (one YAML anchor serves
             # several tables), but must fill at least one of them
@@ -195,6 +209,10 @@ def check_config(cfg: dict) -> None:
     for i, claim in enumerate(cfg.get("claims", [])):
         if claim["test_set"] not in datasets:
             raise InputError(_key("claims", i, "test_set"), f"names dataset {claim['test_set']!r}, which is not under 'datasets'")
+        if "beir" in datasets[claim["test_set"]]:
+            raise InputError(_key("claims", i, "test_set"), f"{claim['test_set']!r} is a BEIR test set, judged by qrels: a "
+                             "claim compares top-k answer recall, which needs answers; compare it in a table "
+                             "(nDCG@10 (qrels) and so on)")
         for key in ("metric", "scaled_metric"):
             if key in claim and claim[key] != "auto" and int(claim[key][3:]) not in cfg.get("evaluate", {}).get(
                     "ks", SECTIONS["evaluate"]["ks"].default):
@@ -203,6 +221,47 @@ def check_config(cfg: dict) -> None:
             for model in claim_pair(claim[side]):
                 if model != "bm25" and model not in models:
                     raise InputError(_key("claims", i, side), f"names model {model!r}, which is not under 'models' (or bm25)")
+
+
+def check_beir_dataset(cfg: dict, name: str) -> None:
+    """A BEIR test set (``datasets.<name>.beir``) is over a corpus with a ``beir`` folder, has no
+    answer matching, and has no variants (``like``) of it."""
+    ds, corpora = cfg["datasets"][name], cfg["corpora"]
+    if "beir" in ds:
+        if "beir" not in corpora[ds["corpus"]]:
+            raise InputError(_key("datasets", name, "beir"), f"corpus {ds['corpus']!r} has no 'beir' folder; a BEIR test "
+                                                             "set's queries and qrels belong to its corpus's folder")
+        if "match" in ds:
+            raise InputError(_key("datasets", name, "match"), "a BEIR test set is judged by its qrels, not by answer "
+                                                              "matching (its queries have no answers); remove match")
+    if "like" in ds and "beir" in cfg["datasets"][variant_root(cfg, name)]:
+        raise InputError(_key("datasets", name, "like"), f"{variant_root(cfg, name)!r} is a BEIR test set; a variant of "
+                                                         "one is not supported (add its folder as another corpus)")
+
+
+def check_beir_hybrids(cfg: dict, table: str) -> None:
+    """A hybrid row with linear fusion chooses its weight on the dev questions of each column's
+    dataset, which a BEIR test set does not have."""
+    from dcsr.evaluation.tables import table_cells
+
+    for cell in table_cells(cfg["tables"][table]):
+        if cell.fusion == "linear" and "beir" in cfg["datasets"].get(cell.dataset, {}):
+            raise InputError(_key("tables", table, "rows", cell.row), f"a hybrid row with linear fusion chooses its "
+                             f"weight on dev questions, and {cell.dataset!r} (a BEIR test set) has none: use "
+                             "fusion: rrf for it")
+
+
+def beir_training_refusal(dataset: str, has_train_qrels: bool) -> str:
+    """Why a model cannot train on the BEIR test set ``dataset`` (the message of the config check)."""
+    if has_train_qrels:
+        return (f"dataset {dataset!r} is a BEIR collection; its training qrels (qrels/train.tsv) name relevant "
+                "passages but no answers, and training here reads question, answers and positive passages (DPR's "
+                "biencoder files): DCSR needs answer spans to pick its positive sentences, and DPR training from "
+                "qrels is not implemented. Train on a dataset with answers and test on this one (tables, "
+                "attribution.test_sets)")
+    return (f"dataset {dataset!r} is a BEIR collection judged by qrels alone, with no training set: DCSR needs answer "
+            "spans to pick its positive sentences, and a qrels-only collection has neither answers nor training "
+            "questions. Train on a dataset with answers and test on this one (tables, attribution.test_sets)")
 
 
 def check_depths(cfg: dict) -> None:
@@ -221,6 +280,9 @@ def check_depths(cfg: dict) -> None:
     need = judged_depth(ks)
     what = (f"top-{max(ks)} (evaluate.ks)" if need == max(ks) else
             f"hits to rank {need} (the pooled measures' cutoff; evaluate.ks goes to {max(ks)})")
+    lower = " or lower evaluate.ks"
+    if beir_datasets(cfg) and need < BEIR_DEPTH:  # R@100 (qrels) of a BEIR test set
+        need, what, lower = BEIR_DEPTH, f"hits to rank {BEIR_DEPTH} (R@100 against a BEIR test set's qrels)", ""
     rows = [row for table in cfg["tables"].values() for row in table["rows"]]
     dense = any(row.get("retriever") != "bm25" for row in rows) or "attribution" in cfg or any(
         side != "bm25" for claim in cfg.get("claims", []) for side in (claim["baseline"], claim["method"]))
@@ -229,8 +291,7 @@ def check_depths(cfg: dict) -> None:
     for used, key in ((dense, "search.k"), (bm25, "bm25.k")):
         if used and setting(key) < need:
             raise InputError(_key(*key.split(".")), f"is {setting(key)}, but the tables read {what}: a run of {setting(key)} hits "
-                             f"would count every deeper rank as a miss; raise {key} to at least {need} or lower "
-                             "evaluate.ks")
+                             f"would count every deeper rank as a miss; raise {key} to at least {need}{lower}")
     for section in ("bm25", "mining"):
         negatives, depth = setting(f"{section}.negatives"), setting(f"{section}.depth")
         if negatives > depth:

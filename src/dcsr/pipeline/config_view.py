@@ -10,9 +10,9 @@ from pathlib import Path
 
 from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
-from dcsr.pipeline.config import (check_config, corpus_shards, dataset_questions, dev_variants, json_arg, seed_replicas,
-                                  sweep_models, train_datasets, variant_root, variant_settings)
-from dcsr.pipeline.checks import check_claim_seeds, check_local_sources, check_marker_lengths, check_text
+from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, dataset_questions, dev_variants, json_arg,
+                                  seed_replicas, sweep_models, train_datasets, variant_root, variant_settings)
+from dcsr.pipeline.checks import beir_folder, check_claim_seeds, check_local_sources, check_marker_lengths, check_text
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
@@ -109,8 +109,32 @@ class ConfigView:
 
     def source_datasets(self):
         """The datasets with question files of their own: variants (``like``) are left out of the
-        statistics of training sets, which would otherwise count the same questions twice."""
-        return [d for d, ds in self.config["datasets"].items() if "like" not in ds]
+        statistics of training sets, which would otherwise count the same questions twice, and so
+        are BEIR test sets, which have no training or dev questions."""
+        return [d for d, ds in self.config["datasets"].items() if "like" not in ds and "beir" not in ds]
+
+    # ------------------------------------------------------------------ BEIR folders (dcsr.data.beir)
+    def beir_corpora(self):
+        return [c for c, cc in self.config["corpora"].items() if "beir" in cc]
+
+    def beir_datasets(self):
+        """The BEIR test sets (judged by qrels, not answers)."""
+        return beir_datasets(self.config)
+
+    def is_beir(self, dataset) -> bool:
+        return "beir" in self.config["datasets"].get(dataset, {})
+
+    def beir_folder(self, corpus) -> str:
+        return str(beir_folder(self.config, corpus, self.basedir))
+
+    def beir_files(self, dataset) -> dict:
+        """A BEIR test set's converted files: its question file (``queries``), their ``query_ids``,
+        its ``qrels`` (original ids) and its corpus's ``doc_ids``."""
+        corpus = self.corpus_of(dataset)
+        return {"queries": self.paths.BEIR_QUERIES.format(corpus=corpus, dataset=dataset),
+                "query_ids": self.paths.BEIR_QUERY_IDS.format(corpus=corpus, dataset=dataset),
+                "qrels": self.paths.BEIR_QRELS.format(corpus=corpus, dataset=dataset),
+                "doc_ids": self.paths.BEIR_DOC_IDS.format(corpus=corpus)}
 
     def dev_question_datasets(self):
         """The datasets whose dev questions some variant searches as its test set."""
@@ -121,6 +145,10 @@ class ConfigView:
         (``like``) has the files of its dataset, its test set that dataset's dev questions with
         ``questions: dev``."""
         ds = self.dataset_cfg(dataset)
+        if "beir" in ds:
+            if split != "test":  # config checks refuse training on one (dcsr.pipeline.checks)
+                raise InputError(f"config: datasets.{dataset}", f"is a BEIR test set, which has no {split} set")
+            return self.beir_files(dataset)["queries"]
         if "like" in ds:
             root = variant_root(self.config, dataset)
             if split == "test" and dataset_questions(self.config, dataset) == "dev":

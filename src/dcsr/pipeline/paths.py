@@ -1,6 +1,6 @@
 """Every file the pipeline writes, as one Snakemake path pattern each: the one definition of the
 layout of ``results/`` (README, "Files"). ``{corpus}``, ``{dataset}``, ``{model}``, ``{qmodel}``,
-``{pmodel}``, ``{shard}``, ``{table}``, ``{percent}`` and ``{family}`` are wildcards; the rules
+``{pmodel}``, ``{shard}``, ``{table}``, ``{percent}``, ``{family}`` and ``{retriever}`` are wildcards; the rules
 use these names as they are (``rules/common.smk`` puts them in the workflow's namespace).
 """
 
@@ -19,6 +19,12 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     GENERATED_TEST = f"{results}/data/{{corpus}}/{{dataset}}-test.qa.csv"
     # a dataset's dev questions as a test set (variants with questions: dev; DCSR Table 8)
     DEV_QUESTIONS = f"{results}/data/{{corpus}}/{{dataset}}-dev.qa.csv"
+    # a BEIR folder (dcsr.data.beir): its corpus's passage id -> document _id, and a test set's
+    # queries (a question file without answers), their _ids and its qrels with the original ids
+    BEIR_DOC_IDS = f"{results}/data/{{corpus}}/beir-doc-ids.tsv"
+    BEIR_QUERIES = f"{results}/data/{{corpus}}/{{dataset}}-test.queries.tsv"
+    BEIR_QUERY_IDS = f"{results}/data/{{corpus}}/{{dataset}}-test.query-ids.tsv"
+    BEIR_QRELS = f"{results}/data/{{corpus}}/{{dataset}}-test.qrels"
     SENTENCES = f"{results}/sentences/{{corpus}}/sentences.tsv"
     # a corpus's passages by id (dcsr.data.passage_store): what scoring a run and embedding a shard read
     STORE_DIR = f"{results}/store/{{corpus}}"
@@ -60,6 +66,9 @@ def patterns(results: str, downloads_dir: str) -> SimpleNamespace:
     HYBRID_QUESTIONS = f"{results}/metrics/{{corpus}}/hybrid-{{fusion}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
     FUSION_WEIGHT = f"{results}/fusion/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"  # linear fusion's weight, chosen on dev
     TEMPERATURE = f"{results}/temperature/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"  # dcsr.temperature: dev
+    # a BEIR test set's run (RUN or HYBRID_RUN: {retriever} is qmodel/pmodel or hybrid-fusion/qmodel/pmodel)
+    # with the collection's original query and document ids, beside it, for its own qrels and tools
+    ORIGINAL_ID_RUN = f"{results}/runs/{{corpus}}/{{retriever}}/{{dataset}}.original-ids.run"
     METRICS = f"{results}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.json"
     QUESTION_RESULTS = f"{results}/metrics/{{corpus}}/{{qmodel}}/{{pmodel}}/{{dataset}}.questions.jsonl"
     # answer-match qrels pooled over every run of a test set (TREC pooling), for the standard measures

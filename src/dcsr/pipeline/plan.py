@@ -175,14 +175,27 @@ class Plan(Targets):
             "hits": [self.paths.SHARD_HITS_DIR.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in self.shards(wc.corpus)],
             "questions": self.dataset_file(dataset, "test"),
             **self.store_inputs(wc),
+            **self.judgment_inputs(wc),
         }
 
     def gold_args(self, wc):
-        """``--gold DEV_JSON`` when a run's test set is a dataset's dev questions (whose DPR dev JSON
-        knows each question's gold passages: standard measures against them too), else ''."""
+        """How a run's scoring judges it beyond answers: ``--gold DEV_JSON`` when its test set is a
+        dataset's dev questions (whose DPR dev JSON knows each question's gold passages: standard
+        measures against them too); ``--qrels QRELS --query-ids IDS --doc-ids IDS`` for a BEIR test
+        set, measured against its qrels alone (dcsr.evaluation.metrics.evaluate_qrels_run); else
+        nothing."""
+        if self.is_beir(wc.dataset):
+            files = self.beir_files(wc.dataset)
+            return ["--qrels", files["qrels"], "--query-ids", files["query_ids"], "--doc-ids", files["doc_ids"]]
         if dataset_questions(self.config, wc.dataset) != "dev":
             return []
         return ["--gold", self.dataset_file(variant_root(self.config, wc.dataset), "dev")]
+
+    def original_id_inputs(self, wc):
+        """original_id_run's inputs: the run, and the test set's and corpus's id mappings."""
+        files = self.beir_files(wc.dataset)
+        run = self.paths.ORIGINAL_ID_RUN.format(**wc).removesuffix(".original-ids.run") + ".trec"
+        return {"run": run, "query_ids": files["query_ids"], "doc_ids": files["doc_ids"]}
 
     def merge_hit_files(self, wc, input):
         return self.hit_files(wc, input, wc.dataset)

@@ -59,20 +59,31 @@ class Targets(ConfigView):
         cells = self.table_spec_cells(wc.table)
         inputs = {"metrics": [c["metrics"] for c in cells]}
         if self.config["tables"][wc.table].get("measures"):
-            inputs["runs"] = [c["run"] for c in cells]
-            inputs["qrels"] = sorted({c["qrels"] for c in cells})
+            inputs["runs"] = [c["run"] for c in cells if "qrels" in c]
+            inputs["qrels"] = sorted({c["qrels"] for c in cells if "qrels" in c})
         return inputs
 
     def table_spec_cells(self, table):
         """make_table's cells: each cell's pair, dataset, fusion and metrics file; with
-        ``measures``, its TREC run and its test set's pooled qrels."""
+        ``measures``, its TREC run and its test set's pooled qrels (not for a BEIR test set: its
+        metrics are measured against its own qrels already)."""
         measures = bool(self.config["tables"][table].get("measures"))
         return [{"qmodel": cell.qmodel, "pmodel": cell.pmodel, "dataset": cell.dataset, "fusion": cell.fusion,
                  "metrics": self.cell_file(c, cell, "metrics"),
                  **({"run": self.cell_file(c, cell, "run"),
                      "qrels": self.paths.POOLED_QRELS.format(table=table, corpus=c, dataset=cell.dataset)}
-                    if measures else {})}
+                    if measures and not self.is_beir(cell.dataset) else {})}
                 for c, cell in self.table_cells(table)]
+
+    def original_id_runs(self):
+        """Every run of a BEIR test set that a table or the attribution matrix makes, with the
+        collection's original ids (``ORIGINAL_ID_RUN``, beside the run): for its own tools."""
+        runs = [self.cell_file(c, cell, "run") for table in self.config["tables"] for c, cell in self.table_cells(table)
+                if self.is_beir(cell.dataset)]
+        if self.attribution():
+            runs += [self.paths.RUN.format(corpus=self.corpus_of(t), qmodel=q, pmodel=p, dataset=t)
+                     for q, p, t in self.attribution_cells() if self.is_beir(t)]
+        return [r.removesuffix(".trec") + ".original-ids.run" for r in dict.fromkeys(runs)]
 
     def plumbing_notes(self, models) -> list[str]:
         """A note for a table or ledger with a model built on a tiny random encoder: its numbers
@@ -132,11 +143,18 @@ class Targets(ConfigView):
         # the test questions too: the dev questions must not be among them (check_dev_disjoint)
         return {**self.fused_runs(wc, wc.dataset + DEV_VARIANT), "test_questions": self.dataset_file(wc.dataset, "test")}
 
+    def judgment_inputs(self, wc):
+        """What scoring a run of a BEIR test set reads beside its questions: the qrels and both id
+        mappings (``qrels``, ``query_ids``, ``doc_ids``); nothing for an answer-judged test set."""
+        if not self.is_beir(wc.dataset):
+            return {}
+        return {k: v for k, v in self.beir_files(wc.dataset).items() if k != "queries"}
+
     def fused_runs(self, wc, dataset):
         run = self.paths.RUN
         return {"bm25": run.format(corpus=wc.corpus, qmodel="bm25", pmodel="bm25", dataset=dataset),
                 "dense": run.format(corpus=wc.corpus, qmodel=wc.qmodel, pmodel=wc.pmodel, dataset=dataset),
-                "questions": self.dataset_file(dataset, "test"), **self.store_inputs(wc)}
+                "questions": self.dataset_file(dataset, "test"), **self.store_inputs(wc), **self.judgment_inputs(wc)}
 
     def final_outputs(self):
         out = []
@@ -150,6 +168,7 @@ class Targets(ConfigView):
         for label in sorted({self.training_label(m) for m in self.trained_models()}):
             out += [self.paths.VALIDATION_PNG.format(dataset=label), self.paths.VALIDATION_CSV.format(dataset=label)]
         out += self.attribution_outputs()
+        out += self.original_id_runs()
         if self.config.get("claims"):
             out += [f"{self.paths.CLAIMS}.csv", f"{self.paths.CLAIMS}.md"]
         return out
@@ -229,6 +248,8 @@ class Targets(ConfigView):
             "families": a["families"],
             "paper_names": {d: ds.get("paper_name") for d, ds in self.config["datasets"].items()},
             "bm25": a.get("bm25", True),
+            # BEIR test sets: judged by their qrels (nDCG@10 (qrels), ...), not by the top-k metrics
+            "qrels_test_sets": [t for t in a["test_sets"] if self.is_beir(t)],
         }
         if a.get("sweep"):
             spec["sweep_family"] = a["sweep"]["family"]

@@ -1,0 +1,340 @@
+"""BEIR-format collections as corpora and test sets (dcsr.data.beir), SQuAD written as one, and
+the config that adds one to the attribution matrix (config/beir-example.yaml)."""
+
+import copy
+import csv
+import json
+import random
+from pathlib import Path
+
+import ir_measures
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from dcsr.data.beir import (convert_corpus, convert_queries, read_beir_qrels, read_doc_ids, read_query_ids,
+                            squad_to_beir, write_original_id_run)
+from dcsr.data.formats import iter_passages, iter_qas, write_corpus, write_qas
+from dcsr.data.runs import write_trec
+from dcsr.errors import InputError
+from dcsr.evaluation.metrics import evaluate_qrels_run, evaluate_run
+from dcsr.evaluation.trec_eval import measure_run, read_qrels
+from dcsr.fixtures.beir import write_demo_beir
+from test_workflow import snakemake
+
+REPO = Path(__file__).resolve().parents[1]
+SQUAD = REPO / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
+
+
+def lexical_run(questions, passages, k=100):
+    """A small in-process retriever: idf-weighted shared tokens, ranked; scores strictly fall with
+    the rank (1000 - rank), so that no tie lets trec_eval's docid order differ from ours."""
+    import math
+
+    from dcsr.data.answers import tokens
+
+    index = {}
+    for pid, text in passages:
+        for t in set(tokens(text)):
+            index.setdefault(t, []).append(pid)
+    idf = {t: math.log(len(passages) / len(ps)) for t, ps in index.items()}
+    order = [pid for pid, _ in passages]
+    run = {}
+    for q, question in enumerate(questions):
+        score = dict.fromkeys(order, 0.0)
+        for t in set(tokens(question)):
+            for pid in index.get(t, ()):
+                score[pid] += idf[t]
+        ranked = sorted(order, key=lambda p: (-score[p], p))[:k]
+        run[q] = [(pid, 1000.0 - r) for r, pid in enumerate(ranked)]
+    return run
+
+
+@pytest.fixture(scope="module")
+def squad_beir(tmp_path_factory):
+    """SQuAD's vendored articles as a BEIR folder, its DPR-format twin and one run of its test
+    questions (ids of the DPR conversion, which are the BEIR corpus's _ids)."""
+    from dcsr.data.squad import squad_to_dpr
+
+    tmp = tmp_path_factory.mktemp("squad-beir")
+    stats = squad_to_beir(SQUAD, tmp / "beir")
+    data = squad_to_dpr(SQUAD)
+    write_corpus(tmp / "corpus.tsv", data.passages)
+    write_qas(tmp / "test.qa.csv", data.test)
+    run = lexical_run([qa.question for qa in data.test], [(p.id, p.text) for p in data.passages])
+    write_trec(tmp / "run.trec", run, tag="lexical")
+    return tmp, stats, run
+
+
+def test_squad_as_beir_success_at_100_is_answer_match_top_100(squad_beir):
+    """qrels from DPR's answer matching: on the same run, ir_measures' Success@k against them is
+    our answer-match top-k, question by question; Recall@100 (the share of the relevant passages
+    found) is another number, reported beside it."""
+    tmp, stats, run = squad_beir
+    beir = tmp / "beir"
+    assert "DPR's string matching" in (beir / "README.md").read_text()
+    assert stats["queries"] == 1907 and stats["queries_with_qrels"] < stats["queries"]
+    top = evaluate_run(tmp / "run.trec", tmp / "test.qa.csv", tmp / "corpus.tsv", tmp / "m.json", tmp / "q.jsonl",
+                       ks=(1, 20, 100))
+    qids = [json.loads(line)["_id"] for line in (beir / "queries.jsonl").read_text().splitlines()]
+    qrels = read_beir_qrels(beir / "qrels" / "test.tsv")
+    original = {qids[q]: [(str(pid), s) for pid, s in hits] for q, hits in run.items()}
+    # every question of the test set in the mean (one without qrels counts 0, as it is a miss in top-k)
+    measured = measure_run(original, qrels, ["Success@100", "Success@20", "Success@1", "R@100"], questions=len(qids))
+    assert measured["Success@100"] == pytest.approx(top["top100"], abs=1e-9)
+    assert measured["Success@20"] == pytest.approx(top["top20"], abs=1e-9)
+    assert measured["Success@1"] == pytest.approx(top["top1"], abs=1e-9)
+    per_question = {m.query_id: m.value for m in ir_measures.iter_calc(
+        [ir_measures.parse_measure("Success@100")],
+        [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()],
+        [ir_measures.ScoredDoc(q, d, s) for q, hits in original.items() for d, s in hits])}
+    first_hits = [json.loads(line)["first_hit"] for line in (tmp / "q.jsonl").read_text().splitlines()]
+    assert [per_question.get(q, 0.0) for q in qids] == [float(h is not None and h <= 100) for h in first_hits]
+    # recall is the share of the relevant passages, which are many for a SQuAD answer: not top-k
+    assert measured["R@100"] < measured["Success@100"] - 10
+    print(f"Success@100 {measured['Success@100']:.2f} = top-100 {top['top100']:.2f}; R@100 {measured['R@100']:.2f}")
+
+
+def test_the_pipeline_reads_a_beir_folder_and_scores_with_its_original_ids(squad_beir):
+    """The folder as the pipeline's corpus (integer ids and the mapping back) and test set (the
+    judged queries, no answers); a run in the pipeline's ids is scored against the qrels with the
+    original ids, and the run written with them (original_id_run) gives ir_measures the same."""
+    tmp, _stats, run = squad_beir
+    beir, out = tmp / "beir", tmp / "pipeline"
+    n = convert_corpus(beir, out / "psgs_w100.tsv", out / "beir-doc-ids.tsv")
+    passages = list(iter_passages(out / "psgs_w100.tsv"))
+    assert n == len(passages) == 1935 and [p.id for p in passages] == list(range(n))
+    doc_ids = read_doc_ids(out / "beir-doc-ids.tsv")
+    assert doc_ids[0] == "1"  # the DPR conversion's passage 1, first in corpus.jsonl
+    judged = convert_queries(beir, "test", out / "beir-doc-ids.tsv", out / "t.queries.tsv", out / "t.query-ids.tsv",
+                             out / "t.qrels")
+    queries = list(iter_qas(out / "t.queries.tsv"))
+    qids = read_query_ids(out / "t.query-ids.tsv")
+    assert len(queries) == len(qids) == judged == 1884 and all(qa.answers == [] for qa in queries)
+    # the lexical run of the DPR questions, as a run of the pipeline's test set: its questions, its ids
+    all_ids = [json.loads(line)["_id"] for line in (beir / "queries.jsonl").read_text().splitlines()]
+    position = {q: i for i, q in enumerate(all_ids)}
+    to_pipeline = {int(doc): pid for pid, doc in doc_ids.items()}
+    ours = {i: [(to_pipeline[pid], s) for pid, s in run[position[q]]] for i, q in enumerate(qids)}
+    write_trec(out / "run.trec", ours, tag="lexical")
+    metrics = evaluate_qrels_run(out / "run.trec", out / "t.queries.tsv", out / "t.qrels", out / "t.query-ids.tsv",
+                                 out / "beir-doc-ids.tsv", out / "metrics.json", out / "questions.jsonl")
+    assert metrics["judged_by"] == "qrels" and metrics["questions"] == 1884 and "top100" not in metrics
+    qrels = read_beir_qrels(beir / "qrels" / "test.tsv")
+    original = {q: [(str(pid), s) for pid, s in run[position[q]]] for q in qids}
+    expected = measure_run(original, qrels, ["nDCG@10", "R@100", "RR@10"], questions=len(qids))
+    for m in ("nDCG@10", "R@100", "RR@10"):
+        assert metrics[f"{m} (qrels)"] == pytest.approx(expected[m], abs=1e-9)
+    # the run with its original ids, read by ir_measures from the file, against BEIR's own qrels file
+    assert write_original_id_run(out / "run.trec", out / "t.query-ids.tsv", out / "beir-doc-ids.tsv",
+                                 out / "run.original-ids.run") == sum(len(h) for h in ours.values())
+    from_file = ir_measures.calc_aggregate([ir_measures.parse_measure(m) for m in ("nDCG@10", "R@100", "RR@10")],
+                                           list(ir_measures.read_trec_qrels(str(out / "t.qrels"))),
+                                           list(ir_measures.read_trec_run(str(out / "run.original-ids.run"))))
+    for m, v in from_file.items():
+        assert 100 * v == pytest.approx(metrics[f"{m} (qrels)"], abs=1e-9)
+    assert read_qrels(out / "t.qrels") == {q: qrels[q] for q in qids}
+    # per question: the relevant hits marked, the first one's rank
+    rec = json.loads((out / "questions.jsonl").read_text().splitlines()[0])
+    assert rec["query_id"] == qids[0] and rec["answers"] == [] and rec["judged_by"] == "qrels"
+    assert rec["has_answer"] == [doc_ids[pid] in qrels[qids[0]] for pid in rec["hits"]]
+
+
+def test_a_queries_file_is_not_scored_by_answers(tmp_path):
+    write_qas(tmp_path / "x.queries.tsv", [])
+    (tmp_path / "x.queries.tsv").write_text("what is it?\t[]\n")
+    (tmp_path / "run.trec").write_text("0 Q0 1 1 1.0 t\n")
+    with pytest.raises(InputError, match="judged by qrels"):
+        evaluate_run(tmp_path / "run.trec", tmp_path / "x.queries.tsv", tmp_path / "c.tsv", tmp_path / "m.json")
+    # and an empty answer list stays an error in any other question file
+    (tmp_path / "qa.csv").write_text("what is it?\t[]\n")
+    with pytest.raises(InputError, match="has no answers"):
+        list(iter_qas(tmp_path / "qa.csv"))
+
+
+# --------------------------------------------------------------------------- the config
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """Snakemake's merge of --configfile overlays: mappings key by key, anything else replaced."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def example_config(**over) -> dict:
+    config = {}
+    for name in ("generated.yaml", "beir-example.yaml"):
+        config = deep_merge(config, yaml.safe_load((REPO / "config" / name).read_text()))
+    config = deep_merge(config, over)
+    validate(config, str(REPO / "config" / "schema.yaml"))
+    return config
+
+
+@pytest.fixture()
+def in_workdir(tmp_path, monkeypatch):
+    """A working directory holding the example's BEIR folder (generated: dcsr.fixtures.beir)."""
+    write_demo_beir(tmp_path / "beir" / "squad-dev36")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+class Wildcards(dict):
+    __getattr__ = dict.__getitem__
+
+
+def test_the_example_adds_a_zero_shot_beir_test_set_to_the_matrix_and_a_table(in_workdir):
+    from dcsr.pipeline.plan import Plan
+
+    plan = Plan(example_config(), basedir=REPO)
+    assert plan.beir_corpora() == ["squad-beir"] and plan.beir_datasets() == ["squad-beir"]
+    assert plan.dataset_file("squad-beir", "test") == "results/data/squad-beir/squad-beir-test.queries.tsv"
+    assert "squad-beir" not in plan.source_datasets()  # no training or dev set: not in Table 1 / Appendix B
+    assert "squad-beir.dev" not in plan.config["datasets"]  # no dev questions for the hybrid's weight
+    # every family's encoder pair is searched on it, zero-shot
+    cells = plan.attribution_cells()
+    assert ("dpr-trivia", "dcsr", "squad-beir") not in cells and ("dpr-trivia", "dpr-chat", "squad-beir") in cells
+    assert plan.attribution_spec()["qrels_test_sets"] == ["squad-beir"]
+    # scored against its qrels with the original ids, which scoring reads as inputs
+    wc = Wildcards(corpus="squad-beir", qmodel="dpr", pmodel="dpr", dataset="squad-beir")
+    assert plan.gold_args(wc) == ["--qrels", "results/data/squad-beir/squad-beir-test.qrels",
+                                  "--query-ids", "results/data/squad-beir/squad-beir-test.query-ids.tsv",
+                                  "--doc-ids", "results/data/squad-beir/beir-doc-ids.tsv"]
+    assert set(plan.judgment_inputs(wc)) == {"qrels", "query_ids", "doc_ids"}
+    assert plan.gold_args(Wildcards(dataset="encyclopedia")) == [] and plan.judgment_inputs(Wildcards(dataset="chat")) == {}
+    # the runs with their original ids are targets, the hybrid's too; pooled qrels are not asked for it
+    finals = plan.final_outputs()
+    assert "results/runs/squad-beir/hybrid-rrf/dpr/dpr/squad-beir.original-ids.run" in finals
+    assert "results/runs/squad-beir/dpr-chat/dpr-trivia/squad-beir.original-ids.run" in finals
+    assert plan.original_id_inputs(Wildcards(corpus="squad-beir", retriever="bm25/bm25", dataset="squad-beir"))["run"] \
+        == "results/runs/squad-beir/bm25/bm25/squad-beir.trec"
+
+
+@pytest.mark.parametrize("over, key, message", [
+    ({"models": {"dpr-beir": {"method": "dpr", "init": "minilm", "train_on": "squad-beir"}}},
+     "config: models.dpr-beir.train_on",
+     "is a BEIR collection judged by qrels alone, with no training set: DCSR needs answer spans"),
+    ({"claims": [{"claim": "x", "test_set": "squad-beir", "metric": "top20", "baseline": "bm25", "method": "dpr"}]},
+     "config: claims.0.test_set", "is a BEIR test set, judged by qrels: a claim compares top-k answer recall"),
+    ({"tables": {"beir": {"rows": [{"label": "L", "retriever": "hybrid", "question": "dpr", "passage": "dpr"}]}}},
+     "config: tables.beir.rows.0", "a hybrid row with linear fusion chooses its weight on dev questions"),
+    ({"datasets": {"squad-beir": {"corpus": "squad-beir", "beir": {"split": "dev"}}}}, "config: datasets.squad-beir.beir.split",
+     "qrels/dev.tsv' does not exist"),
+    ({"corpora": {"squad-beir": {"beir": "beir/nowhere"}}}, "config: corpora.squad-beir.beir", "is not a folder"),
+    ({"search": {"k": 20}, "evaluate": {"ks": [1, 5, 20]}}, "config: search.k",
+     "is 20, but the tables read hits to rank 100 (R@100 against a BEIR test set's qrels): a run of 20 hits would "
+     "count every deeper rank as a miss; raise search.k to at least 100"),
+    ({"datasets": {"squad-beir": {"corpus": "demo", "beir": {"split": "test"}}}}, "config: datasets.squad-beir.beir",
+     "corpus 'demo' has no 'beir' folder"),
+    ({"datasets": {"squad-beir": {"corpus": "squad-beir", "beir": {"split": "test"}, "match": "string"}}},
+     "config: datasets.squad-beir.match", "is judged by its qrels, not by answer matching"),
+])
+def test_what_a_beir_test_set_cannot_be_is_refused_at_dag_build(in_workdir, over, key, message):
+    from dcsr.pipeline.plan import Plan
+
+    config = example_config(**over)
+    if "claims" in over:
+        config["claims"] = over["claims"]
+    if "tables" in over:
+        config["tables"]["beir"]["rows"] = over["tables"]["beir"]["rows"]
+    with pytest.raises(InputError) as e:
+        Plan(config, basedir=REPO)
+    assert str(e.value).startswith(key + ": ") and message in str(e.value)
+
+
+def test_training_on_a_beir_collection_with_train_qrels_is_refused_saying_why(in_workdir):
+    from dcsr.pipeline.plan import Plan
+
+    write_demo_beir(in_workdir / "beir" / "squad-dev36", train_qrels=True)
+    for method in ("dcsr", "dpr"):
+        model = {"method": method, "init": "minilm", "train_on": ["squad-beir"]}
+        with pytest.raises(InputError) as e:
+            Plan(example_config(models={"on-beir": model}), basedir=REPO)
+        assert str(e.value).startswith("config: models.on-beir.train_on.0: dataset 'squad-beir' is a BEIR collection; "
+                                       "its training qrels (qrels/train.tsv)")
+        assert "DCSR needs answer spans" in str(e.value) and "DPR training from qrels is not implemented" in str(e.value)
+
+
+def test_the_example_config_plans_its_jobs_in_a_dry_run(repo, in_workdir):
+    r = snakemake(repo, in_workdir, "-n", "--quiet", "rules", "--configfile", str(repo / "config" / "generated.yaml"),
+                  str(repo / "config" / "beir-example.yaml"), timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    counts = {p[0]: int(p[1]) for p in (line.split() for line in out.splitlines()) if len(p) == 2 and p[1].isdigit()}
+    assert counts["prepare_beir"] == 1 and counts["prepare_beir_dataset"] == 1
+    # BM25, DPR and its RRF hybrid of the table, and every attribution pair (3 x 3 of each family, BM25)
+    assert counts["original_id_run"] == 1 + 1 + 1 + 2 * 9 - 1
+
+
+# --------------------------------------------------------------------------- the attribution report
+
+
+def test_the_pair_matrix_and_table_2_name_a_beir_test_sets_measures(tmp_path):
+    from dcsr.attribution.inputs import AttributionSpec, read_pair_matrix, write_pair_matrix
+    from dcsr.attribution.report import write_marginalization, write_tandem_table
+
+    families = {"DPR": {"a": "dpr-a", "b": "dpr-b"}}
+    cells, rng = [], random.Random(3)
+    for q in ("dpr-a", "dpr-b", "bm25"):
+        for p in ("dpr-a", "dpr-b", "bm25"):
+            if (q == "bm25") != (p == "bm25"):
+                continue
+            for t in ("a", "b", "zs"):
+                path = tmp_path / f"{q}-{p}-{t}.json"
+                metrics = ({"questions": 9, "judged_by": "qrels", "nDCG@10 (qrels)": rng.uniform(0, 100),
+                            "R@100 (qrels)": rng.uniform(0, 100), "RR@10 (qrels)": rng.uniform(0, 100)} if t == "zs"
+                           else {"questions": 9, "top1": rng.uniform(0, 50), "top5": rng.uniform(50, 100)})
+                path.write_text(json.dumps(metrics))
+                cells.append((q, p, t, path))
+    write_pair_matrix(cells, tmp_path / "matrix.csv")
+    rows = list(csv.DictReader(open(tmp_path / "matrix.csv")))
+    assert {r["metric"] for r in rows if r["test_set"] == "zs"} == {"nDCG@10 (qrels)", "R@100 (qrels)", "RR@10 (qrels)"}
+    assert {r["metric"] for r in rows if r["test_set"] == "a"} == {"top1", "top5"}
+    spec = AttributionSpec.from_dict({"test_sets": ["a", "b", "zs"], "metrics": ["top1", "top5"], "families": families,
+                                      "qrels_test_sets": ["zs"]})
+    matrix = read_pair_matrix(tmp_path / "matrix.csv")
+    write_tandem_table(matrix, spec, REPO / "config" / "paper_numbers.yaml", tmp_path / "t2.csv", tmp_path / "t2.md")
+    table = list(csv.DictReader(open(tmp_path / "t2.csv")))
+    assert {r["metric"] for r in table if r["test_set"] == "zs"} == {"nDCG@10 (qrels)", "R@100 (qrels)", "RR@10 (qrels)"}
+    average = {r["row"]: float(r["ours"]) for r in table if r["test_set"] == "Average" and r["metric"] == "top1"}
+    a_b = {r["row"]: float(r["ours"]) for r in table if r["test_set"] in ("a", "b") and r["metric"] == "top1"}
+    assert average["BM25"] == pytest.approx((matrix.score("bm25", "bm25", "a", "top1")
+                                             + matrix.score("bm25", "bm25", "b", "top1")) / 2)
+    assert a_b and "nDCG@10 (qrels) / R@100 (qrels) / RR@10 (qrels)" in (tmp_path / "t2.md").read_text()
+    write_marginalization(matrix, spec, "DPR", tmp_path / "m.csv", tmp_path / "m.md", tmp_path / "m.png",
+                          tmp_path / "h.png", tmp_path / "h.csv")
+    heat = list(csv.DictReader(open(tmp_path / "h.csv")))
+    assert {r["metric"] for r in heat if r["test_set"] == "zs"} == {"nDCG@10 (qrels)"}
+    assert {r["metric"] for r in heat if r["test_set"] == "a"} == {"top1"}
+
+
+# --------------------------------------------------------------------------- a real run
+
+
+@pytest.mark.slow
+def test_the_example_runs_bm25_dpr_and_a_hybrid_on_a_generated_beir_collection(repo, in_workdir, tiny_bert):
+    """config/beir-example.yaml over config/generated.yaml and config/ci.yaml (tiny encoders), its
+    table and its runs with original ids made for real (the full matrix is the end-to-end test's)."""
+    results = in_workdir / "results"
+    over = in_workdir / "over.yaml"
+    over.write_text(yaml.safe_dump({"results": str(results), "encoders": {"tiny": str(tiny_bert)}}))
+    runs = [results / "runs" / "squad-beir" / r / "squad-beir.original-ids.run"
+            for r in ("bm25/bm25", "dpr/dpr", "hybrid-rrf/dpr/dpr")]
+    r = snakemake(repo, in_workdir, "--cores", "2", "--configfile", str(repo / "config" / "generated.yaml"),
+                  str(repo / "config" / "ci.yaml"), str(repo / "config" / "beir-example.yaml"), str(over),
+                  "--", str(results / "tables" / "beir.md"), *map(str, runs))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    rows = list(csv.DictReader(open(results / "tables" / "beir.csv")))
+    got = {(row["row"], row["test_set"], row["metric"]) for row in rows}
+    assert ("BM25", "squad-beir", "nDCG@10 (qrels)") in got and ("BM25", "encyclopedia", "top20") in got
+    assert not any(t == "squad-beir" and m.startswith("top") for _r, t, m in got)
+    assert "Top-20 (answer match)" in (results / "tables" / "beir.md").read_text()
+    qrels = list(ir_measures.read_trec_qrels(str(results / "data" / "squad-beir" / "squad-beir-test.qrels")))
+    for run, label in zip(runs, ("BM25", "DPR (encyclopedia)", "BM25 + DPR (RRF)")):
+        assert run.read_text().split()[0].startswith("test-")  # the collection's own query ids ...
+        assert run.read_text().split()[2].startswith("demo-")  # ... and document ids
+        measured = ir_measures.calc_aggregate([ir_measures.parse_measure("nDCG@10")], qrels,
+                                              list(ir_measures.read_trec_run(str(run))))
+        table = {row["metric"]: float(row["ours"]) for row in rows if row["row"] == label and row["test_set"] == "squad-beir"}
+        assert 100 * next(iter(measured.values())) == pytest.approx(table["nDCG@10 (qrels)"], abs=0.005)
