@@ -3,6 +3,7 @@
 import json
 import os
 import platform
+import time
 from pathlib import Path
 
 import torch
@@ -30,3 +31,18 @@ def emit(result: dict, out: str | None) -> None:
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text + "\n")
+
+
+def timed(fn, repeats: int) -> tuple[float, list[float]]:
+    """``(seconds of a warm-up call of fn, [seconds of each of repeats more calls])``, each call
+    between CUDA synchronizations where a GPU is present."""
+    out = []
+    for _ in range(repeats + 1):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        out.append(time.perf_counter() - t)
+    return out[0], out[1:]
