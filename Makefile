@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# GPU jobs at once: the GPUs torch sees here (dcsr.pipeline.gpus; none: the flag is left out)
+GPUS ?= $(shell PYTHONPATH=$(CURDIR)/src $(BIN)/python -m dcsr.pipeline.gpus --count 2>/dev/null || echo 0)
+
 demo: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --profile profiles/local
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --profile profiles/local $(if $(filter-out 0,$(GPUS)),--resources gpu=$(GPUS))
 	@echo; echo "Results table: $(CURDIR)/results/tables/dpr_dcsr.md"; echo; cat results/tables/dpr_dcsr.md
 	@echo; echo "Hybrid retrieval: $(CURDIR)/results/tables/hybrid.md"; echo; cat results/tables/hybrid.md
 	@echo; echo "Claims ledger: $(CURDIR)/results/claims.md"; echo; cat results/claims.md

@@ -18,6 +18,7 @@ from dcsr.fsutil import RESULTS_ENV, ResultsLocked, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
+from dcsr.pipeline.gpus import gpus_here as _gpus_here  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
@@ -59,6 +60,19 @@ _path = "" if USE_CONDA else f"export PATH={_shell_path(Path(sys.executable).par
 os.environ[RESULTS_ENV] = os.path.abspath(plan.results)
 _results_env = f"export {RESULTS_ENV}={_shell_path(os.environ[RESULTS_ENV])}; "
 shell.prefix(f"set -euo pipefail; {_path}{_results_env}export PYTHONPATH={_shell_path(Path(workflow.basedir) / 'src')}\"${{{{PYTHONPATH:+:$PYTHONPATH}}}}\"; ")
+
+
+# GPUs (dcsr.pipeline.gpus). A GPU rule's `gpu` resource is its config's count, or 1 where that
+# is 0 and the job, run on this machine, will find a GPU here; its command starts through
+# `python -m dcsr.pipeline.gpus {resources.gpu}`, which gives it GPUs of its own. This machine is
+# looked at only when Snakemake runs the jobs here (local or dry run): on a cluster the config's
+# counts are what Slurm is asked for, in the main process and again in each job's.
+def gpus_here():
+    return _gpus_here() if workflow.local_exec else {}
+
+
+def train_resource(key):
+    return lambda wc: plan.train_resources(wc.model, gpus_here())[key]
 
 
 # One run at a time writes a results folder, whichever directory it was started from (Snakemake

@@ -31,11 +31,12 @@ rule embed_shard:
     resources:
         mem_mb=plan.resources_for("embed_shard", "mem_mb"),
         runtime=plan.resources_for("embed_shard", "runtime"),
-        gpu=config["embed"]["gpus"],
+        gpu=lambda wc: plan.gpu_resource("embed_shard", gpus_here()),
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script:q} --model {input.model:q} --corpus {params.store:q} --shard {wildcards.shard:q}"
+        "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
+        " python {params.script:q} --model {input.model:q} --corpus {params.store:q} --shard {wildcards.shard:q}"
         " --num-shards {params.shards:q} --batch-size {params.batch_size:q} {params.fp16:q} --precision {params.precision:q}"
         " --backend {params.backend:q}"
         " --vectors {output.vectors:q} --ids {output.ids:q} --sentence-numbers {output.sentence_numbers:q}"
@@ -63,8 +64,9 @@ rule embed_questions:
     resources:
         mem_mb=plan.resources_for("embed_questions", "mem_mb"),
         runtime=plan.resources_for("embed_questions", "runtime"),
-        gpu=config["embed"]["gpus"],
+        gpu=lambda wc: plan.gpu_resource("embed_questions", gpus_here()),
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script:q} --model {input.model:q} {params.sets:q} --precision {params.precision:q} 2> {log:q}"
+        "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
+        " python {params.script:q} --model {input.model:q} {params.sets:q} --precision {params.precision:q} 2> {log:q}"

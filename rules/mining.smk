@@ -29,11 +29,12 @@ rule mine_dense_negatives:
     resources:
         mem_mb=plan.resources_for("mine_dense_negatives", "mem_mb"),
         runtime=plan.resources_for("mine_dense_negatives", "runtime"),
-        gpu=config["embed"]["gpus"],
+        gpu=lambda wc: plan.gpu_resource("mine_dense_negatives", gpus_here()),
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script:q} --model {input.model:q} --train {input.train:q} --corpus {input.corpus:q}"
+        "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
+        " python {params.script:q} --model {input.model:q} --train {input.train:q} --corpus {input.corpus:q}"
         " {params.shards:q} --output {output:q} --negatives {params.negatives:q} --depth {params.depth:q}"
         " --match-type {params.match:q} --batch-size {params.batch_size:q} --gpu {params.gpu:q}"
         " {params.search_params:q} 2> {log:q}"

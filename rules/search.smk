@@ -61,11 +61,12 @@ rule search_shard:
     resources:
         mem_mb=plan.resources_for("search_shard", "mem_mb"),
         runtime=plan.resources_for("search_shard", "runtime"),
-        gpu=config["index"]["gpus"],
+        gpu=lambda wc: plan.gpu_resource("search_shard", gpus_here()),
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script:q} --index {input.index:q} --ids {input.ids:q} {params.searches:q}"
+        "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
+        " python {params.script:q} --index {input.index:q} --ids {input.ids:q} {params.searches:q}"
         " --k {params.k:q} --gpu {params.gpu:q} {params.search_params:q} {params.depth:q} 2> {log:q}"
 
 

@@ -86,13 +86,18 @@ rule train_biencoder:
     resources:
         mem_mb=plan.resources_for("train_biencoder", "mem_mb"),
         runtime=plan.resources_for("train_biencoder", "runtime"),
-        gpu=lambda wc: plan.train_gpu_resources(wc.model)["gpu"],
-        gres=lambda wc: plan.train_gpu_resources(wc.model)["gres"],
-        nodes=lambda wc: plan.train_gpu_resources(wc.model)["nodes"],
+        gpu=train_resource("gpu"),
+        gres=train_resource("gres"),
+        nodes=train_resource("nodes"),
+        # over nodes (Plan.train_launcher): an MPI-style job, whose own srun Slurm's jobstep plugin does not wrap
+        mpi=train_resource("mpi"),
+        tasks=train_resource("tasks"),
+        tasks_per_gpu=train_resource("tasks_per_gpu"),
     conda:
         "../envs/gpu.yaml"
     shell:
-        "{params.launcher:u} {params.script:q} --train {input.train:q} --dev {input.dev:q} --init {params.init:q}"
+        "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
+        " {params.launcher:u} {params.script:q} --train {input.train:q} --dev {input.dev:q} --init {params.init:q}"
         " --output {output:q} --checkpoint-dir {params.checkpoints:q} --settings {params.settings:q}"
         " --method {params.method:q} {params.sentences:q} 2> {log:q}"
 

@@ -116,11 +116,15 @@ def rule_runs(repo: Path = REPO) -> dict[str, dict]:
             rules[name]["env"] = c.group(1)
         elif name and section == "params" and (s := re.match(r'\s+script=(?:f"\{SCRIPTS\}/([\w.]+)"|(\w+)),', line)):
             rules[name]["script"] = s.group(1) or consts[s.group(2)]
+        elif name and section == "shell" and line.strip() == GPU_START:
+            rules[name]["gpus"] = True
         elif name and section == "shell" and "launcher" not in rules[name] and line.strip():
             rules[name]["launcher"] = line.strip().strip("\"'").split()[0]
     return {r: {**rules.get(parents.get(r), {}), **parts} for r, parts in rules.items()}
 
 
+# the GPU rules' commands start through dcsr.pipeline.gpus (one line of its own), then the launcher
+GPU_START = '"python -m dcsr.pipeline.gpus {resources.gpu:q} --"'
 RULES = rule_runs()
 LAUNCHERS = {"python": set(), "{params.launcher:u}": {"torch"}}  # Plan.train_launcher: python, or torchrun (torch's)
 
@@ -202,8 +206,14 @@ def test_the_import_check_finds_a_missing_package(tmp_path):
 
 def test_the_rules_are_read():
     assert len(RULES) > 30 and RULES["make_attribution_table4"] == RULES["make_attribution_table2"]
-    assert RULES["search_shard"] == {"env": "gpu.yaml", "script": "search_shard.py", "launcher": "python"}
+    assert RULES["search_shard"] == {"env": "gpu.yaml", "script": "search_shard.py", "launcher": "python", "gpus": True}
     assert RULES["train_biencoder"]["launcher"] == "{params.launcher:u}"
+
+
+def test_the_gpu_starter_runs_in_any_env(repo):
+    """dcsr.pipeline.gpus starts the GPU rules' commands in their envs: the standard library only
+    (it asks torch and faiss in a child process)."""
+    assert third_party_imports(repo / "src" / "dcsr" / "pipeline" / "gpus.py", repo / "src") == {}
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))

@@ -1,7 +1,7 @@
-"""The Slurm route for real: a single-node Slurm on this machine (tests/slurm/local-cluster.sh),
-the pipeline submitted through ``--profile profiles/slurm`` by snakemake-executor-plugin-slurm,
-GPU rules scheduled onto two fake GPUs (and run on the CPU), training under torchrun with two
-processes inside one Slurm job.
+"""The Slurm route for real: a Slurm on this machine (tests/slurm/local-cluster.sh), the pipeline
+submitted through ``--profile profiles/slurm`` by snakemake-executor-plugin-slurm, GPU rules
+scheduled onto two fake GPUs (and run on the CPU), training under torchrun with two processes
+inside one Slurm job, and over two nodes (a second slurmd of this machine as the second node).
 
 Needs root (the daemons run as root) and the Debian Slurm packages, which the fixture installs
 with apt-get when they are missing. Elsewhere the tests are skipped, unless
@@ -34,7 +34,8 @@ def _unavailable(why: str):
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    """A running single-node Slurm; yields the environment that points sbatch/squeue at it."""
+    """A running Slurm (partition debug: one node; multi: two); yields the environment that
+    points sbatch/squeue at it."""
     if os.geteuid() != 0:
         _unavailable("the test cluster's daemons run as root")
     r = subprocess.run(["bash", str(CLUSTER), "install"], capture_output=True, text=True, timeout=900)
@@ -66,7 +67,7 @@ def submit(repo, workdir, env, *args, timeout=1200):
 
 
 def slurm_jobs(env) -> list[dict]:
-    """Every job the cluster still remembers (MinJobAge=300), as ``scontrol show job`` fields
+    """Every job the cluster still remembers (MinJobAge=3600), as ``scontrol show job`` fields
     (JobState, Comment, TresPerJob, ...)."""
     out = subprocess.run(["scontrol", "-o", "show", "job"], env=env, capture_output=True, text=True, check=True).stdout
     return [dict(f.split("=", 1) for f in line.split() if "=" in f) for line in out.splitlines() if line.strip()]
@@ -158,3 +159,46 @@ def test_a_failing_job_fails_the_run(slurm, repo, tmp_path, tiny_bert):
     log = (tmp_path / "results" / "logs" / "index_bm25" / "broken.log").read_text()
     assert f"{corpus}:3: expected 3 tab-separated fields" in log, log
     assert not (tmp_path / "results" / "bm25" / "broken" / "index").exists()
+
+
+def slurm_logs(workdir: Path, rule: str) -> str:
+    """The Slurm logs of ``rule``'s jobs (kept: --slurm-keep-successful-logs)."""
+    return "".join(p.read_text() for p in sorted((workdir / ".snakemake" / "slurm_logs").glob(f"rule_{rule}/**/*.log")))
+
+
+def jobstep_calls(workdir: Path, rule: str) -> list[str]:
+    """The command lines snakemake-executor-plugin-slurm-jobstep started inside ``rule``'s Slurm
+    jobs: Snakemake running the job, wrapped in an srun of its own or not (the plugin's debug line;
+    submit() runs with --verbose, which the jobs get)."""
+    return re.findall(r"The call for this job is: (.*)", slurm_logs(workdir, rule))
+
+
+def test_training_over_two_nodes_is_one_job_whose_own_srun_starts_a_torchrun_a_node(slurm, repo, tmp_path, tiny_bert):
+    """train.nodes: 2 on partition "multi" (two slurmds on this machine): one job over both nodes,
+    in which the jobstep plugin runs the launcher's srun as it is (the job's mpi resource), not
+    inside its own srun -n1; the srun starts a torchrun on each node, which meet at the c10d
+    rendezvous and train as two DDP processes. A runtime of 10 minutes bounds a step that waits."""
+    cfg = small_config(repo, tmp_path, tiny_bert, train={"gpus": 1, "nodes": 2},
+                       resources={"train_biencoder": {"mem_mb": 2000, "runtime": 10}})
+    r = submit(repo, tmp_path, slurm, str(tmp_path / "results" / "models" / "dpr"), "--configfile", str(cfg),
+               "--set-resources", "train_biencoder:slurm_partition=multi")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+
+    calls = [c for c in re.findall(r"sbatch call: (.*)", out) if "rule_train_biencoder" in c]
+    assert len(calls) == 1 and re.search(r" --nodes=2\b", calls[0]) and re.search(r" --ntasks=2\b", calls[0]), calls
+    assert "--gres=gpu:1" in calls[0] and "--ntasks-per-gpu" not in calls[0], calls
+    run = shlex.split(calls[0])[shlex.split(calls[0]).index("--job-name") + 1]  # this run's jobs' name
+    trained = [j for j in slurm_jobs(slurm) if j.get("JobName") == run and j.get("Comment", "").startswith("rule_train")]
+    assert len(trained) == 1 and trained[0]["JobState"] == "COMPLETED" and trained[0]["NumNodes"] == "2", trained
+
+    # in the job, Snakemake ran unwrapped, and its command's srun was the only one
+    steps = jobstep_calls(tmp_path, "train_biencoder")
+    assert steps and not any(s.lstrip().startswith("srun") for s in steps), steps
+    assert "srun --nodes 2 --ntasks-per-node 1 --cpus-per-task 2" in slurm_logs(tmp_path, "train_biencoder")
+    # while a one-node job is the plugin's ordinary step
+    steps = jobstep_calls(tmp_path, "mine_bm25_negatives")
+    assert steps and all(s.lstrip().startswith("srun -n1") for s in steps), steps
+
+    train_log = (tmp_path / "results" / "logs" / "train_biencoder" / "dpr.log").read_text()
+    assert "2 process(es)" in train_log, train_log[-3000:]

@@ -141,7 +141,8 @@ TRAIN: dict[str, Setting] = {
 
 #: How a training job is launched (read by the rules, never passed to the training code).
 LAUNCH: dict[str, Setting] = {
-    "gpus": _s(int, 0, "GPUs per node; >1 starts torchrun --nproc_per_node gpus (DDP)", low=0),
+    "gpus": _s(int, 0, "GPUs per node; >1 starts torchrun --nproc_per_node gpus (DDP); 0 takes one where "
+                       "the job runs on this machine and torch sees a GPU (dcsr.pipeline.gpus)", low=0),
     "nodes": _s(int, 1, ">1: one Slurm job over this many nodes, srun + torchrun with a c10d rendezvous", low=1),
     "cpus_per_gpu": _s(int, 2, "CPU cores per GPU of a training job (threads)", low=1),
 }
@@ -204,7 +205,8 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                    "CPU plugin at the compute precision, fp32 or bf16; CPU only). "
                                    "benchmarks/embedding-backends.md gives their speed and top-k cost",
                       choices=EMBED_BACKENDS),
-        "gpus": _s(int, 0, "GPUs requested per embedding job", low=0),
+        "gpus": _s(int, 0, "GPUs requested per embedding job (0: one where the job runs on this machine and "
+                           "torch sees a GPU; dcsr.pipeline.gpus)", low=0),
     },
     "index": {
         "factory": _s(str, "Flat", "any FAISS index_factory string; Flat = exact inner product"),
@@ -222,7 +224,8 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                        "beside a CUDA torch; other factories: faiss on the CPU); false (faiss on the "
                                        "CPU). true and torch without their GPU are an error",
                   choices=INDEX_GPU),
-        "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu or torch)", low=0),
+        "gpus": _s(int, 0, "GPUs requested per search job (faiss-gpu or torch; 0: one where the job runs on "
+                           "this machine and index.gpu would search on a GPU there; dcsr.pipeline.gpus)", low=0),
     },
     "search": {
         "k": _s(int, 100, "passages retrieved per question (at most 10,000: a search job holds a batch of 4,096 "

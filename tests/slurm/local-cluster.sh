@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A single-node Slurm on this machine, for testing the pipeline's Slurm route for real
+# A small Slurm on this machine, for testing the pipeline's Slurm route for real
 # (snakemake-executor-plugin-slurm -> sbatch -> slurmctld -> slurmd). Needs root.
 #
 #   tests/slurm/local-cluster.sh install   # apt-get the Debian packages (Slurm 22.05, munge)
@@ -10,8 +10,12 @@
 # config is also linked at /etc/slurm/ (job steps read it there), and unlinked by `stop`.
 # The node has two fake GPUs (gres "gpu:fake:2", backed by /dev/null and /dev/zero), so GPU
 # requests schedule and get CUDA_VISIBLE_DEVICES; the jobs themselves run on the CPU.
+# Partition "debug" (the default) is that one node. Partition "multi" adds a second node,
+# "<host>-2", a second slurmd on this same machine (Slurm's multiple-slurmd: its own port,
+# spool and log; the same CPUs, memory and fake GPUs), so that a job can span two nodes.
 # There is no slurmdbd, so `sacct` does not work: the Snakemake profile must use
-# `slurm-status-command: squeue`, and MinJobAge keeps finished jobs visible to squeue.
+# `slurm-status-command: squeue`, and MinJobAge keeps finished jobs visible to squeue (an hour:
+# tests/test_slurm.py counts a run's completed jobs after it, which takes minutes on a busy machine).
 set -euo pipefail
 
 cmd=${1:-}
@@ -49,7 +53,7 @@ start_cluster() {
     cpus=$(nproc)
     # leave the OS 2 GiB; Slurm refuses a node that reports less memory than configured
     mem=$(awk '/MemTotal/ {m = int($2 / 1024) - 2048; print (m > 1000 ? m : 1000)}' /proc/meminfo)
-    mkdir -p "$dir/spool/ctld" "$dir/spool/d"
+    mkdir -p "$dir/spool/ctld" "$dir/spool/d-$host" "$dir/spool/d-$host-2"
     cat >"$dir/slurm.conf" <<EOF
 ClusterName=dcsr-test
 SlurmctldHost=$host
@@ -57,11 +61,11 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation=$dir/spool/ctld
-SlurmdSpoolDir=$dir/spool/d
+SlurmdSpoolDir=$dir/spool/d-%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$dir/slurmd-%n.log
 SlurmctldPort=6817
 SlurmdPort=6818
 SelectType=select/cons_tres
@@ -72,15 +76,17 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
-MinJobAge=300
+MinJobAge=3600
 SchedulerType=sched/backfill
 GresTypes=gpu
-NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:fake:2 State=UNKNOWN
+NodeName=$host NodeHostname=$host Port=6818 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:2 State=UNKNOWN
+NodeName=$host-2 NodeHostname=$host Port=6819 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:2 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=multi Nodes=$host,$host-2 MaxTime=INFINITE State=UP
 EOF
     cat >"$dir/gres.conf" <<EOF
-NodeName=$host Name=gpu Type=fake File=/dev/null
-NodeName=$host Name=gpu Type=fake File=/dev/zero
+NodeName=$host,$host-2 Name=gpu Type=fake File=/dev/null
+NodeName=$host,$host-2 Name=gpu Type=fake File=/dev/zero
 EOF
     # The job steps need the config at Slurm's default path too: snakemake's jobstep executor
     # drops SLURM_* variables (SLURM_CONF included) before its nested srun, as on a real
@@ -101,20 +107,21 @@ EOF
     wait_for 20 munged munge -n
     slurmctld -f "$dir/slurm.conf"
     wait_for 60 slurmctld scontrol ping
-    slurmd -f "$dir/slurm.conf"
-    wait_for 60 "the node (idle)" bash -c "sinfo -h -o %t | grep -qx idle"
+    slurmd -f "$dir/slurm.conf" -N "$host"
+    slurmd -f "$dir/slurm.conf" -N "$host-2"
+    wait_for 60 "the nodes (idle)" bash -c "[ \"\$(sinfo -h -N -o %t | sort -u)\" = idle ]"
     echo "local-cluster: up; export SLURM_CONF=$dir/slurm.conf"
 }
 
 stop_cluster() {
     local f pid
-    for f in slurmd slurmctld; do
-        if [ -f "$dir/$f.pid" ]; then
-            pid=$(cat "$dir/$f.pid")
+    for f in "$dir"/slurmd-*.pid "$dir/slurmd.pid" "$dir/slurmctld.pid"; do
+        if [ -f "$f" ]; then
+            pid=$(cat "$f")
             kill "$pid" 2>/dev/null || true
             for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
             kill -9 "$pid" 2>/dev/null || true
-            rm -f "$dir/$f.pid"
+            rm -f "$f"
         fi
     done
     for f in slurm.conf gres.conf; do

@@ -14,6 +14,7 @@ from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, da
                                   seed_replicas, sweep_models, train_datasets, variant_root, variant_settings)
 from dcsr.pipeline.checks import beir_folder, check_claim_seeds, check_local_sources, check_marker_lengths, check_text
 from dcsr.pipeline.code_version import code_version
+from dcsr.pipeline.gpus import job_gpus
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
 from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, LAUNCH, TRAIN, check_sections, filled
@@ -283,26 +284,67 @@ class ConfigView:
     def train_launcher(self, model):
         """How the training script is started: one process; ``torchrun --standalone`` over the
         GPUs of one node; or, with ``train.nodes`` > 1 under Slurm, one torchrun per node started
-        by ``srun``, meeting at a c10d rendezvous on the job's first node."""
+        by ``srun``, meeting at a c10d rendezvous on the node the batch script runs on.
+
+        The multi-node ``srun`` is the job's only step: :meth:`train_resources` gives the job an
+        ``mpi`` resource, so that snakemake-executor-plugin-slurm-jobstep runs the command in the
+        batch script as it is instead of inside its own ``srun -n1`` (a step in a step, which
+        since Slurm 20.11 waits for the CPUs the outer step holds, until the time limit;
+        ``--overlap`` would let it start, but inside a one-task step on one node). The plugin
+        clears every ``SLURM_*`` variable but the job's id before running it, so the step says
+        its own shape (a step's default is one CPU a task; it gets the job's GPUs, ``--gres``,
+        by default) and the rendezvous host is ``hostname``, the batch script's node, which
+        is one of the job's and runs one of the torchruns."""
         gpus, nodes = self.model_gpus(model), self.model_nodes(model)
         if nodes > 1:
             return (
-                f"srun --nodes {nodes} --ntasks-per-node 1 --kill-on-bad-exit=1 torchrun"
-                f" --nnodes {nodes} --nproc_per_node {max(gpus, 1)}"
-                " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d"
-                " --rdzv_endpoint $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1):29500"
+                f"srun --nodes {nodes} --ntasks-per-node 1 --cpus-per-task {self.train_threads(model)}"
+                f" --kill-on-bad-exit=1 torchrun --nnodes {nodes} --nproc_per_node {max(gpus, 1)}"
+                " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d --rdzv_endpoint $(hostname):29500"
             )
         if gpus > 1:
             return f"torchrun --standalone --nproc_per_node {gpus}"
         return "python"
 
-    def train_gpu_resources(self, model):
-        """Slurm GPU request: ``gpu`` (the plugin's ``--gpus``, per job) on one node; per node
-        (``gres``, ``--gres=gpu:N``) when the job spans nodes."""
+    def train_resources(self, model, here: dict | None = None) -> dict:
+        """A training job's resources (None: not set). On one node ``gpu`` (the Slurm plugin's
+        ``--gpus``; Snakemake's count locally): ``train.gpus``, or 1 where that is 0 and torch
+        sees a GPU ``here`` (:func:`dcsr.pipeline.gpus.gpus_here`, local runs only). Over nodes:
+        ``gres`` per node (``--gres=gpu:N``), ``nodes``, and what makes it an MPI-style job for
+        the Slurm plugins (see :meth:`train_launcher`): ``mpi``, ``tasks`` = one per node
+        (``--ntasks``), ``tasks_per_gpu`` = 0 (else the plugin turns ``tasks`` into
+        ``--ntasks-per-gpu`` for a GPU job)."""
         gpus, nodes = self.model_gpus(model), self.model_nodes(model)
         if nodes > 1:
-            return {"gpu": 0, "gres": f"gpu:{gpus}" if gpus else "", "nodes": nodes}
-        return {"gpu": gpus, "gres": "", "nodes": 1}
+            return {"gpu": 0, "gres": f"gpu:{gpus}", "nodes": nodes, "mpi": "srun", "tasks": nodes, "tasks_per_gpu": 0}
+        return {"gpu": job_gpus(gpus, (here or {}).get("torch", 0)), "gres": None, "nodes": 1, "mpi": None,
+                "tasks": None, "tasks_per_gpu": None}
+
+    def gpu_resource(self, rule_name, here: dict | None = None) -> int:
+        """The ``gpu`` resource of an embedding, search or mining job: the config's count
+        (``embed.gpus``, ``index.gpus``), else 1 where what the job runs uses a GPU ``here``
+        (:func:`dcsr.pipeline.gpus.gpus_here`): torch to encode questions or passages, and the
+        shard indexes' search where :meth:`index_on_gpu`; else 0."""
+        here = here or {}
+        torch, index = here.get("torch", 0) > 0, self.index_on_gpu(here)
+        section, usable = {"embed_shard": ("embed", torch), "embed_questions": ("embed", torch),
+                           "mine_dense_negatives": ("embed", torch or index),
+                           "search_shard": ("index", index)}[rule_name]
+        return job_gpus(self.config[section]["gpus"], usable)
+
+    def index_on_gpu(self, here: dict) -> bool:
+        """Whether the shard indexes are searched on a GPU where torch and faiss see ``here``'s
+        GPUs, as ``index.gpu`` has dcsr.retrieval.index.place_index choose: faiss-gpu (true,
+        auto), else torch on CUDA for a Flat index (torch, auto), else faiss on the CPU."""
+        mode = self.config["index"]["gpu"]
+        mode = mode if isinstance(mode, bool) else str(mode).lower()
+        faiss = here.get("faiss", 0) > 0
+        torch = here.get("torch", 0) > 0 and str(self.config["index"]["factory"]).strip() == "Flat"
+        if mode in (False, "false"):
+            return False
+        if mode in (True, "true"):
+            return faiss
+        return torch if mode == "torch" else faiss or torch
 
     def resources_for(self, rule_name, key, default=None):
         res = {**self.config.get("resources", {}).get("default", {}), **self.config.get("resources", {}).get(rule_name, {})}

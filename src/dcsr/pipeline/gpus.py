@@ -1,0 +1,177 @@
+"""GPUs on the machine that runs the jobs: how many a job of a GPU rule takes, and which.
+
+Snakemake counts a ``gpu`` resource (``--resources gpu=N`` caps the sum over running jobs) but
+never says *which* GPU a job may use, so without help every job would open ``cuda:0``. Two
+parts fix that:
+
+- :func:`job_gpus`: a GPU rule's ``gpu`` resource is what the config asks (``train.gpus``,
+  ``embed.gpus``, ``index.gpus``) or, where that is 0 and the jobs run on this machine (not on a
+  cluster's nodes), 1 if torch (or faiss, for searching) sees a GPU here (:func:`gpus_here`), for
+  the job will use it. On a machine without one it stays 0: nothing changes.
+- ``python -m dcsr.pipeline.gpus N -- COMMAND...`` starts each GPU rule's command: it takes N of
+  the GPUs visible here (all of them where it asks for more), each held through an exclusive
+  ``flock`` on a file of its own in :func:`lock_dir`, sets ``CUDA_VISIBLE_DEVICES`` to them and
+  execs the command, which keeps the locks (inherited descriptors) until it and its children
+  exit. A job that finds fewer than N
+  free waits, holding none meanwhile (no two jobs can block each other). With N = 0, without
+  GPUs, or inside a Slurm job (Slurm binds the job's own GPUs) it execs the command untouched.
+
+Torch and faiss are asked in a child process, only where a GPU driver is present, so a CPU
+machine pays nothing and the process that builds the DAG never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# device nodes of the drivers torch's CUDA (NVIDIA), ROCm (AMD) and WSL2's CUDA go through
+DRIVER_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+_PROBE = """
+import json
+counts = {"torch": 0, "faiss": 0}
+try:
+    import torch
+    counts["torch"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+except Exception:
+    pass
+try:
+    import faiss
+    counts["faiss"] = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+except Exception:
+    pass
+print(json.dumps(counts))
+"""
+
+
+def listed_devices(env=None) -> list[str] | None:
+    """The devices ``CUDA_VISIBLE_DEVICES`` lists, up to the first invalid entry as CUDA reads it
+    (``""`` and ``-1`` hide every GPU); None where it is unset."""
+    value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item or item.startswith("-"):
+            break
+        out.append(item)
+    return out
+
+
+@functools.cache
+def gpus_here(python: str = sys.executable) -> dict[str, int]:
+    """``{"torch": n, "faiss": m}``: the GPUs that torch's CUDA and faiss see on this machine,
+    asked of ``python`` in a child process (0 where it fails, or where no GPU driver or
+    ``CUDA_VISIBLE_DEVICES`` hides them all, without asking)."""
+    none = {"torch": 0, "faiss": 0}
+    if listed_devices() == [] or not any(os.path.exists(p) for p in DRIVER_NODES):
+        return none
+    try:
+        r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)
+        counts = json.loads(r.stdout.strip().splitlines()[-1])
+        return {k: int(counts.get(k, 0)) for k in none}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        print(f"dcsr.pipeline.gpus: could not count the GPUs ({e}); the jobs ask for none", file=sys.stderr)
+        return none
+
+
+def job_gpus(configured: int, usable: bool) -> int:
+    """A GPU rule's ``gpu`` resource: the config's count, else 1 where the job will find a GPU
+    it uses (``usable``), else 0."""
+    return int(configured) if int(configured) > 0 else int(bool(usable))
+
+
+def lock_dir(env=None) -> Path:
+    """Where the GPUs' lock files are: ``DCSR_GPU_LOCK_DIR``, else a folder of this user's in the
+    temporary directory, so that every run of one user on this machine shares them."""
+    env = os.environ if env is None else env
+    return Path(env.get("DCSR_GPU_LOCK_DIR") or Path(tempfile.gettempdir()) / f"dcsr-gpu-locks-{os.getuid()}")
+
+
+def _lock_name(device: str) -> str:
+    return "gpu-" + re.sub(r"[^A-Za-z0-9_.-]", "_", device) + ".lock"
+
+
+def try_acquire(n: int, devices: list[str], where: Path) -> list[tuple[str, int]] | None:
+    """``n`` of ``devices`` whose lock files in ``where`` this process could lock, as (device,
+    open descriptor holding the lock); None, holding nothing, where fewer than ``n`` are free."""
+    where.mkdir(parents=True, exist_ok=True)
+    held = []
+    for device in devices:
+        fd = os.open(where / _lock_name(device), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        held.append((device, fd))
+        if len(held) == n:
+            return held
+    for _, fd in held:
+        os.close(fd)
+    return None
+
+
+def acquire(n: int, devices: list[str], where: Path, poll: float = 2.0, timeout: float | None = None,
+            say=None) -> list[tuple[str, int]]:
+    """:func:`try_acquire` until ``n`` devices are free (every ``poll`` seconds, at most
+    ``timeout``). Raises ValueError where ``devices`` has fewer than ``n``, TimeoutError."""
+    if n > len(devices):
+        raise ValueError(f"the job needs {n} GPU(s), and this machine shows {len(devices)} "
+                         f"({','.join(devices) or 'none'})")
+    start, told = time.monotonic(), False
+    while (held := try_acquire(n, devices, where)) is None:
+        if timeout is not None and time.monotonic() - start > timeout:
+            raise TimeoutError(f"no {n} of the GPUs {','.join(devices)} came free in {timeout:g} s (locks in {where})")
+        if say and not told:
+            say(f"waiting for {n} of the GPUs {','.join(devices)} (others' jobs hold them; locks in {where})")
+            told = True
+        time.sleep(poll)
+    return held
+
+
+def visible_devices(env=None) -> list[str]:
+    """The GPUs a job here may be given: those ``CUDA_VISIBLE_DEVICES`` lists, else 0..n-1 for
+    the n that torch or faiss sees."""
+    listed = listed_devices(env)
+    if listed is not None and not listed:
+        return []
+    counts = gpus_here()
+    n = max(counts.values())
+    return listed[:n] if listed is not None else [str(i) for i in range(n)]
+
+
+def run(argv: list[str]) -> None:
+    """``N -- COMMAND...``: exec COMMAND on N GPUs of its own (see the module's doc); ``--count``
+    prints the GPUs visible here."""
+    if argv[:1] == ["--count"]:
+        print(len(visible_devices()))
+        return
+    if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
+        raise SystemExit("usage: python -m dcsr.pipeline.gpus N -- COMMAND [ARG...] | --count")
+    n, command = int(argv[0]), argv[2:]
+    if n > 0 and "SLURM_JOB_ID" not in os.environ and (devices := visible_devices()):
+        say = lambda msg: print(f"dcsr.pipeline.gpus: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+        if n > len(devices):
+            say(f"the job asks for {n} GPUs; this machine shows {len(devices)}, which it gets")
+        held = acquire(min(n, len(devices)), devices, lock_dir(), say=say)
+        for _, fd in held:
+            os.set_inheritable(fd, True)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(d for d, _ in held)
+        say(f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']}")
+    sys.stdout.flush()
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
