@@ -131,6 +131,17 @@ def test_reformatting_a_docstring_in_dcsr_retrieval_embed_plans_nothing_new(tmp_
     assert source_version.__wrapped__(str(script), str(src)) != before
 
 
+def test_every_script_with_packages_exists_and_reaches_them():
+    """NUMBER_PACKAGES names scripts that exist, and packages each reaches through its imports
+    (so a renamed script or a typo in a package name cannot drop a version silently)."""
+    for script, names in cv.NUMBER_PACKAGES.items():
+        path = REPO / "workflow" / "scripts" / script
+        assert path.is_file(), script
+        reached = {m.split(".")[0] for imports in reached_files(path, REPO / "src", skip_optional=False).values()
+                   for m in imports}
+        assert {n for n in names if n != cv.PKG} <= reached | {"tokenizers"}, script  # transformers runs tokenizers
+
+
 @pytest.fixture
 def versions(monkeypatch):
     """Installed versions as reported, with torch's and the pkg: model's replaceable."""
