@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device check of issues 26 and 6, as one prepared script for a lent GPU machine (no
-# Snakemake, Java or FAISS there; see benchmarks/index-compression.md, "On a GPU machine"):
+# Snakemake, Java or FAISS there; see benchmarks/index-compression/index-compression.md, "On a GPU machine"):
 #   smoke: the interpreter, the imports, the FAISS wheel and the encoder's unpack (one short
 #          call first: timeout_s 120)
 #   rates: issue 6's GPU rates (gpu_throughput.py, train_steps.py for DPR and DCSR)

@@ -19,7 +19,7 @@ while IFS='|' read -r name factory params reuse; do
   overlay=$(mktemp --suffix .yaml)
   printf 'results: %s\nindex:\n  factory: "%s"\n  search_params: "%s"\n' "$dst" "$factory" "$params" > "$overlay"
   snakemake -n -p --cores 2 --profile profiles/local --configfile "$config" "$@" "$overlay" -- "$dst/$target" > "$study/dry.txt"
-  python benchmarks/replay_jobs.py parse "$study/dry.txt" --rules "$rules" --root "$PWD" > "$study/jobs/$name.json"
+  python benchmarks/index-compression/replay_jobs.py parse "$study/dry.txt" --rules "$rules" --root "$PWD" > "$study/jobs/$name.json"
   rm -f "$overlay" "$study/dry.txt"
 done < "$variants"
 python benchmarks/carry_encoder.py pack "$results/models/$model" "$results/store/$corpus" "$study/encoder"

@@ -8,9 +8,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 # An absolute (or home) path ending in .py or .sh: a script outside the repository. A path inside a
-# word, a relative path, `.../x.py` (an elided pattern) and a URL do not count; neither does /tmp as
-# a results folder (`--config results=/tmp/...`), which names no script.
-OUTSIDE_SCRIPT = re.compile(r"(?<![\w.~:/-])(~?/[^\s`'\"()<>\[\]{}|,;]*\.(?:py|sh))\b")
+# word, a relative path (`benchmarks/<question>/x.py` too), `.../x.py` (an elided pattern), a glob and a
+# URL do not count; neither does /tmp as a results folder (`--config results=/tmp/...`), no script.
+OUTSIDE_SCRIPT = re.compile(r"(?<![\w.~:/>-])(~?/[\w.][^\s`'\"()<>\[\]{}|,;*]*\.(?:py|sh))\b")
 # A path of the repository's benchmarks/ folder; one holding a placeholder (<N>, $n, {a,b}, *) or
 # under benchmarks/out/ (outputs, not committed) is not checked.
 REPO_PATH = re.compile(r"(?<![\w./-])(benchmarks/[\w./-]*[\w/])")
@@ -47,6 +47,7 @@ def test_the_regex_tells_scripts_from_results_folders():
     assert hits("--config results=/tmp/att/results -- /tmp/att/results/tables/demo.md") == []
     assert hits("python benchmarks/demo/prof_train.py; pgrep -f '^python .../embed_shard.py'") == []
     assert hits("https://github.com/facebookresearch/DPR/blob/main/train_dense_encoder.py") == []
+    assert hits("`benchmarks/*.py`, `benchmarks/<question>/x.sh`") == []
 
 
 def test_every_benchmarks_path_a_page_names_exists():

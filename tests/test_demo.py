@@ -15,7 +15,7 @@ from test_workflow import snakemake
 def test_the_real_text_default_matches_its_pins(repo, tmp_path):
     results = tmp_path / "results"
     over = tmp_path / "fp32.yaml"
-    fp32 = yaml.safe_load((repo / "benchmarks" / "demo_fp32.yaml").read_text())
+    fp32 = yaml.safe_load((repo / "benchmarks" / "demo" / "demo_fp32.yaml").read_text())
     over.write_text(yaml.safe_dump({**fp32, "results": str(results)}))
     r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(over),
                   timeout=3000)

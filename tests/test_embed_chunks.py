@@ -1,6 +1,6 @@
 """A shard is tokenized a chunk of passages at a time (dcsr.retrieval.embed.TOKENIZE_CHUNK), so
 that an embedding job's memory does not hold every passage's token lists at once (the 1M-passage
-rehearsal, benchmarks/rehearsal.md). Chunking must not change a vector, its order or its ids."""
+rehearsal, benchmarks/rehearsal/rehearsal.md). Chunking must not change a vector, its order or its ids."""
 
 import numpy as np
 import pytest

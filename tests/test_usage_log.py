@@ -1,5 +1,5 @@
 """Every workflow script logs its exact peak RSS and CPU time on success (dcsr.cli.log_usage):
-the rehearsal's memory column (benchmarks/rehearsal.py) reads it, because Snakemake's benchmark
+the rehearsal's memory column (benchmarks/rehearsal/rehearsal.py) reads it, because Snakemake's benchmark
 files sample memory only every 30 s once a job has run 15 s."""
 
 import logging

@@ -117,7 +117,7 @@ EOF
   cp "$results/tables/dpr_dcsr.csv" "$OUT/dpr_dcsr.csv" 2>/dev/null
   python workflow/scripts/check_pins.py --run ci --table "$results/tables/dpr_dcsr.csv" > "$OUT/check_pins.txt" 2>&1
   echo "[kit] check_pins rc=$? (1: cells moved)"; cat "$OUT/check_pins.txt"
-  python benchmarks/job_times.py --results "$results" > "$OUT/job_times.txt" 2>&1 || true
+  python benchmarks/demo/job_times.py --results "$results" > "$OUT/job_times.txt" 2>&1 || true
   tar -czf "$OUT/dag-logs.tgz" -C "$work" results/logs results/benchmarks results/tables 2>/dev/null
   return $rc
 }

@@ -37,7 +37,7 @@ def script(main):
 def log_usage() -> None:
     """Log the process's exact peak RSS and CPU time (its own and its finished children's,
     from ``getrusage``): Snakemake's benchmark files sample memory every 30 s after a job's
-    first 15 s and can miss a peak; benchmarks/rehearsal.py reads this line instead."""
+    first 15 s and can miss a peak; benchmarks/rehearsal/rehearsal.py reads this line instead."""
     import resource
 
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)

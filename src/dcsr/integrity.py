@@ -120,7 +120,7 @@ class VerifiedReader:
     there was no trailer (False); one that does not match is an :class:`InputError`. For a
     reader that takes a callback, as ``faiss.read_index(faiss.PyCallbackIOReader(r.read))``.
     (Hashing in a thread of its own, beside the reader, was slower on a busy 2-core machine:
-    benchmarks/rehearsal.md.)"""
+    benchmarks/rehearsal/rehearsal.md.)"""
 
     def __init__(self, path: str | os.PathLike, fix: str):
         self.path, self.fix = path, fix

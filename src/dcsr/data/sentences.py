@@ -9,7 +9,7 @@ text, never as copies of the text: the table stays small for 21M passages, and t
 can mark sentence boundaries inside the passage it encodes anyway.
 
 The default splitter is Blingfire, chosen by measurement on real Wikipedia passages
-(``benchmarks/sentence_splitters.py``, results in ``benchmarks/sentence-splitting.md``): it was
+(``benchmarks/sentence-splitting/sentence_splitters.py``, results in ``benchmarks/sentence-splitting/sentence-splitting.md``): it was
 right most often where the splitters disagree (hand-checked), and at ~6,000 passages/s on one
 core it splits DPR's 21M passages in about an hour, 3-20x faster than the pure-Python splitters.
 The others (pysbd, syntok, segtok, sentencex, spaCy's rule-based sentencizer) can be selected by

@@ -9,7 +9,7 @@ depend on the passages it is batched with; :func:`int8_encoder` therefore runs o
 (``batch_size`` 1 in :func:`dcsr.retrieval.embed.encode_texts`), which also leaves no padding,
 and a passage gets the same vector in any shard and any batch.
 
-Measured on the demo (benchmarks/embedding-backends.md): faster than torch fp32 on CPUs without
+Measured on the demo (benchmarks/embedding-backends/embedding-backends.md): faster than torch fp32 on CPUs without
 native bf16, at a cost in top-k recorded there. Training always stays in torch.
 """
 

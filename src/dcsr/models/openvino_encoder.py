@@ -7,7 +7,7 @@ pooling, markers and normalization stay the bi-encoder's own, in fp32. Batches s
 makes them (length-sorted, padded to their longest passage): the weights are not quantized, so
 a passage's vector does not hang on its batchmates more than in torch.
 
-Measured (benchmarks/embedding-backends.md): on a CPU with AVX-512 BF16 (AMD Zen 4) OpenVINO in
+Measured (benchmarks/embedding-backends/embedding-backends.md): on a CPU with AVX-512 BF16 (AMD Zen 4) OpenVINO in
 bf16 encodes 1.3x faster than torch under bf16 autocast, its vectors as close to fp32 as torch's
 bf16 ones; on AVX2 without bf16 instructions its fp32 is about 1.1x torch's fp32. Training
 always stays in torch.

@@ -4,7 +4,7 @@ vectors are stored in.
 ``auto`` picks bfloat16 where the hardware computes it natively: a CUDA device with native bf16
 (Ampere and later; else float16, with a GradScaler in training: a V100 or T4 only emulates bf16),
 or a CPU with bf16 instructions in ``/proc/cpuinfo``: Intel AMX (``amx_bf16``) or AVX-512 BF16
-(``avx512_bf16``, as on AMD Zen 4). Measured (benchmarks/precision.md), MiniLM encodes 2.6x
+(``avx512_bf16``, as on AMD Zen 4). Measured (benchmarks/precision/precision.md), MiniLM encodes 2.6x
 faster under bf16 autocast with AMX and about 1.7x with AVX-512 BF16 alone, every vector at a
 cosine of at least 0.9999 to its fp32 twin; a CPU with neither (AVX2) emulates bf16 and runs it
 slower than fp32, so ``auto`` keeps fp32 there. ``fp32``, ``bf16`` and ``fp16`` force a

@@ -78,7 +78,7 @@ def shard_passages(corpus_tsv: str | os.PathLike, shard: int, num_shards: int):
 
 
 #: Texts tokenized at a time when encoding: a shard's tokenizer output (31.8 KB per 256-token
-#: passage for DPR's, measured in benchmarks/rehearsal.md) is held a chunk at a time, not all
+#: passage for DPR's, measured in benchmarks/rehearsal/rehearsal.md) is held a chunk at a time, not all
 #: at once. Length-sorted batches are formed within a chunk; shards smaller than a chunk batch
 #: exactly as before.
 TOKENIZE_CHUNK = 8192
@@ -511,7 +511,7 @@ def resolve_backend(setting: str, device_type: str, precision: str) -> str:
     on a ``device_type`` device. ``auto`` is ``openvino`` where the encoder computes in bf16 on a
     CPU with AVX-512 BF16 but no AMX (as AMD Zen 4), the one kind it was measured on: 1.27x torch
     encoding alone, 1.18x in the pipeline's jobs, dev top-k within 0.05 points pooled, no loss a
-    sign test finds (benchmarks/embedding-backends.md). Elsewhere (AMX, fp32, GPUs) it is
+    sign test finds (benchmarks/embedding-backends/embedding-backends.md). Elsewhere (AMX, fp32, GPUs) it is
     ``torch``, the kinds where no such measurement was made."""
     if setting not in EMBED_BACKENDS:
         raise InputError("embed.backend", f"unknown backend {setting!r}; expected one of {', '.join(EMBED_BACKENDS)}")
