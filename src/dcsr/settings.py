@@ -124,7 +124,7 @@ TRAIN: dict[str, Setting] = {
                                                        "0 lets torch run its fused attention kernel in training "
                                                        "(steps 1.2-1.5x faster on a CPU; on the demo's dev questions "
                                                        "DPR no worse, DCSR 0.8 points lower at top-5: "
-                                                       "benchmarks/demo.md)",
+                                                       "benchmarks/demo/demo.md)",
                             low=0, high=1, high_open=True),
     "num_workers": _s(int, 0, "DataLoader workers building and tokenizing batches", low=0),
     "grad_cache_chunk": _s(int, 0, "GradCache (Gao et al. 2021): encode each batch this many questions at a time, "
@@ -203,7 +203,7 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                    "faster than torch; torch elsewhere); torch; onnx-int8 (ONNX Runtime, int8 weights, "
                                    "one passage per call; CPU only; it changes the vectors); or openvino (OpenVINO's "
                                    "CPU plugin at the compute precision, fp32 or bf16; CPU only). "
-                                   "benchmarks/embedding-backends.md gives their speed and top-k cost",
+                                   "benchmarks/embedding-backends/embedding-backends.md gives their speed and top-k cost",
                       choices=EMBED_BACKENDS),
         "gpus": _s(int, 0, "GPUs requested per embedding job (0: one where the job runs on this machine and "
                            "torch sees a GPU; dcsr.pipeline.gpus)", low=0),
