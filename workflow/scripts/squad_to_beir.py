@@ -18,15 +18,7 @@ from urllib.parse import urlparse
 from dcsr.cli import script
 from dcsr.data.beir import squad_to_beir
 from dcsr.data.download import fetch
-from dcsr.data.squad import DEFAULT_PASSAGE_WORDS, DEFAULT_SEED, DEFAULT_SPLIT, parse_article_range
-
-
-def size(value: str) -> int | float:
-    """An article count (integer) or a fraction."""
-    try:
-        return int(value)
-    except ValueError:
-        return float(value)
+from dcsr.data.squad import DEFAULT_PASSAGE_WORDS, DEFAULT_SEED, DEFAULT_SPLIT, parse_article_range, split_size
 
 
 @script
@@ -38,7 +30,7 @@ def main():
     ap.add_argument("--sha256", help="expected sha256 of the source file")
     ap.add_argument("--passage-words", type=int, default=DEFAULT_PASSAGE_WORDS)
     for s in ("train", "dev", "test"):
-        ap.add_argument(f"--{s}", type=size, default=DEFAULT_SPLIT[s],
+        ap.add_argument(f"--{s}", type=split_size, default=DEFAULT_SPLIT[s],
                         help=f"fraction (or, when all three are integers, number) of articles in {s}")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--articles", help="only these articles' questions, START:STOP by position in the file")

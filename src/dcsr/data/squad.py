@@ -182,6 +182,14 @@ def _article(path, i: int, art, passage_words: int, first_id: int):
     return passages, questions
 
 
+def split_size(value: str) -> int | float:
+    """A split's size on the command line: an article count (integer) or a fraction."""
+    try:
+        return int(value)
+    except ValueError:
+        return float(value)
+
+
 def parse_article_range(text: str) -> range:
     """``"0:18"`` -> ``range(0, 18)``: articles by position in the file, as a Python slice
     (``":18"``, ``"18:"``; no step)."""
