@@ -1,4 +1,4 @@
-"""benchmarks/gpu_throughput.py: its FLOP count, and a CPU smoke run with a tiny encoder shape
+"""benchmarks/gpu/gpu_throughput.py: its FLOP count, and a CPU smoke run with a tiny encoder shape
 whose JSON has every field the H100 run reports."""
 
 import importlib.util
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_throughput.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "gpu_throughput.py"
 
 
 def _module():

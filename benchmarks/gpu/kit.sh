@@ -127,12 +127,12 @@ speed() {
   # encoder on one H100), then a training step at the paper's batch of 128 with GradCache at 256/256
   local emb="--passages 20000 --batch-sizes 512 1024 --repeats 1 --compile off --profile --vectors 0"
   [ "${KIT_SPEED:-}" = cpu ] && emb="--passages 64 --batch-sizes 16 --repeats 1 --compile off --vectors 0 --layers 2 --hidden 64 --heads 2 --intermediate 128"
-  python benchmarks/gpu_throughput.py $emb --out "$OUT/gpu_throughput.json"; since "gpu_throughput rc=$?"
+  python benchmarks/gpu/gpu_throughput.py $emb --out "$OUT/gpu_throughput.json"; since "gpu_throughput rc=$?"
   local scale="--init bert-base-random --batch-size 128 --question-max-length 256 --passage-max-length 256 --steps 12 --warmup 2"
   [ "${KIT_SPEED:-}" = cpu ] && scale="--init tiny --batch-size 8 --question-max-length 256 --passage-max-length 256 --steps 3 --warmup 1"
-  python benchmarks/train_steps.py $scale --grad-cache-chunk 32 --out "$OUT/train_steps_dpr_gc32.json"; since "train_steps dpr gc32 rc=$?"
-  python benchmarks/train_steps.py $scale --grad-cache-chunk 0 --out "$OUT/train_steps_dpr_onepass.json"; since "train_steps dpr one pass rc=$?"
-  python benchmarks/train_steps.py $scale --method dcsr --grad-cache-chunk 32 --out "$OUT/train_steps_dcsr_gc32.json"; since "train_steps dcsr gc32 rc=$?"
+  python benchmarks/gpu/train_steps.py $scale --grad-cache-chunk 32 --out "$OUT/train_steps_dpr_gc32.json"; since "train_steps dpr gc32 rc=$?"
+  python benchmarks/gpu/train_steps.py $scale --grad-cache-chunk 0 --out "$OUT/train_steps_dpr_onepass.json"; since "train_steps dpr one pass rc=$?"
+  python benchmarks/gpu/train_steps.py $scale --method dcsr --grad-cache-chunk 32 --out "$OUT/train_steps_dcsr_gc32.json"; since "train_steps dcsr gc32 rc=$?"
 }
 
 main() {  # a function, so that bash has read the whole script before it runs any part

@@ -53,7 +53,7 @@ def openvino_encoder(model: torch.nn.Module, precision: str = "fp32", threads: i
     """``model`` (a Hugging Face encoder) converted to OpenVINO and compiled for the CPU at a
     resolved ``precision`` (fp32 or bf16) with ``threads`` threads (default: torch's), one
     stream, latency first, threads not pinned to cores. ``transform`` may rewrite the converted
-    ``openvino.Model`` before it is compiled (benchmarks/embed_throughput.py quantizes it with
+    ``openvino.Model`` before it is compiled (benchmarks/embedding-backends/embed_throughput.py quantizes it with
     NNCF). Nothing is written to disk."""
     if precision not in HINTS:
         raise InputError("embed.precision", f"the openvino backend computes in fp32 or bf16, not {precision}")

@@ -468,7 +468,7 @@ def compile_encoders(model, mode: str | None = None, dynamic: bool = True):
     """``torch.compile`` the encoders of ``model`` in place (``nn.Module.compile``: the modules keep
     their type and attributes), with dynamic shapes so that batches of other lengths reuse the
     graph; ``mode`` is torch.compile's (None: its default). Returns ``model``. Opt-in
-    (:data:`COMPILE_ENV`, ``benchmarks/gpu_throughput.py --compile``): the first batches pay
+    (:data:`COMPILE_ENV`, ``benchmarks/gpu/gpu_throughput.py --compile``): the first batches pay
     the compilation, and its vectors differ from eager's within float rounding."""
     for encoder in _encoders(model):
         encoder.compile(dynamic=dynamic, mode=mode)

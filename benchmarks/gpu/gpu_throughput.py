@@ -22,9 +22,9 @@ FLOPs of a passage of T real tokens, encoder of n layers, width h, FFN width i (
 (embeddings, norms, softmax, GELU: elementwise, left out; padding not counted). bert-base, T = 150: 26.3
 GFLOP. ``--vectors`` > 0 also times exact inner-product search for resource_plan.py's flags.
 
-    python benchmarks/gpu_throughput.py --passages 30000 --repeats 2 --compile both --profile --vectors 0 \
+    python benchmarks/gpu/gpu_throughput.py --passages 30000 --repeats 2 --compile both --profile --vectors 0 \
         --out benchmarks/out/gpu_throughput.json
-    python benchmarks/gpu_throughput.py --passages 48 --layers 2 --hidden 64 --heads 2 --intermediate 128 \
+    python benchmarks/gpu/gpu_throughput.py --passages 48 --layers 2 --hidden 64 --heads 2 --intermediate 128 \
         --batch-sizes 16 --vectors 0 --out /tmp/smoke.json       # a CPU smoke run
 """
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from datetime import date
@@ -41,7 +42,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-SQUAD = Path(__file__).resolve().parents[1] / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for benchmarks_common
+SQUAD = Path(__file__).resolve().parents[2] / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
 
 
 def flops(lengths: np.ndarray, layers: int, hidden: int, intermediate: int) -> float:
@@ -150,7 +152,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from benchmarks_common import emit, machine, timed  # benchmarks/ is on sys.path when run as a script
+    from benchmarks_common import emit, machine, timed
 
     import dcsr.retrieval.embed as embed
     from dcsr.data.sentences import split_sentences

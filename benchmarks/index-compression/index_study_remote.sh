@@ -3,11 +3,11 @@
 # (a lent GPU node): embed one passage encoder's corpus, then index, search, merge and score it
 # once per FAISS factory, replaying the jobs Snakemake printed here, and compare every factory
 # with Flat (benchmarks/index-compression/index_compression.py).
-#   benchmarks/index_study_remote.sh STUDY OUT [core|sweep]
-# STUDY (benchmarks/index_study_pack.sh makes it) holds:
+#   benchmarks/index-compression/index_study_remote.sh STUDY OUT [core|sweep]
+# STUDY (benchmarks/index-compression/index_study_pack.sh makes it) holds:
 #   study.env      RESULTS, CORPUS, MODEL, DATASET, TIMED (questions timed by index_compression.py)
 #   results.tar.xz the results folder's inputs of embed_shard, search_shard and merge_runs
-#   encoder/       the passage encoder, benchmarks/carry_encoder.py pack
+#   encoder/       the passage encoder, benchmarks/index-compression/carry_encoder.py pack
 #   variants.txt   NAME|FACTORY|SEARCH_PARAMS|REUSE (REUSE: the variant whose index is searched
 #                  again with other SEARCH_PARAMS; empty: build the index); the first is Flat
 #   jobs/NAME.json its jobs (benchmarks/index-compression/replay_jobs.py parse of a dry run)
@@ -17,7 +17,7 @@ study=$1 out=$2 part=${3:-core}
 source "$study/study.env"
 if [ ! -d "$RESULTS/models/$MODEL" ]; then
   tar -xJf "$study/results.tar.xz"
-  python benchmarks/carry_encoder.py unpack "$study/encoder" "$RESULTS/models/$MODEL"
+  python benchmarks/index-compression/carry_encoder.py unpack "$study/encoder" "$RESULTS/models/$MODEL"
 fi
 runs=()
 while IFS='|' read -r name factory params reuse; do

@@ -11,8 +11,8 @@ the passage encoder as both encoders (the question encoder is not used to embed 
 not change a vector; the float16 rounding of the weights does, slightly (on CUDA the matrix
 products run in float16 under autocast anyway):
 
-    python benchmarks/carry_encoder.py pack results/models/dcsr results/store/wiki .dev/encoder
-    python benchmarks/carry_encoder.py unpack .dev/encoder results/models/dcsr
+    python benchmarks/index-compression/carry_encoder.py pack results/models/dcsr results/store/wiki .dev/encoder
+    python benchmarks/index-compression/carry_encoder.py unpack .dev/encoder results/models/dcsr
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ def unpack(packed: Path, model_dir: Path) -> None:
         save_file(tensors, str(d / WEIGHTS))
         digests[f"{sub}/{WEIGHTS}"] = hashlib.sha256((d / WEIGHTS).read_bytes()).hexdigest()
     meta["weights_sha256"] = digests
-    meta["carried"] = ("benchmarks/carry_encoder.py: the passage encoder only (as both encoders), weights rounded "
-                       f"to float16, {len(keep):,} word-embedding rows kept")
+    meta["carried"] = ("benchmarks/index-compression/carry_encoder.py: the passage encoder only (as both "
+                       f"encoders), weights rounded to float16, {len(keep):,} word-embedding rows kept")
     (model_dir / "dcsr.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 

@@ -28,7 +28,7 @@ Variants (``--variants``, default ``dcsr dcsr-onnx-int8 st``):
 
 ``openvino-int8`` needs ``pip install nncf`` (benchmark-only, not a project dependency).
 
-    python benchmarks/embed_throughput.py --corpus results/data/squad/psgs_w100.tsv --passages 1935 \
+    python benchmarks/embedding-backends/embed_throughput.py --corpus results/data/squad/psgs_w100.tsv --passages 1935 \
         --repeats 3 --threads 1 --out benchmarks/out/embed_throughput.json
 """
 
@@ -37,12 +37,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from datetime import date
 from itertools import islice
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for benchmarks_common
 
 VARIANTS = ("dcsr", "dcsr-bf16", "dcsr-onnx-int8", "st", "st-bf16", "openvino-fp32", "openvino-bf16", "openvino-int8",
             "torch-int8")

@@ -16,7 +16,7 @@ drawn from the other passages. ``--init bert-base-random`` is bert-base-uncased'
 random weights (MiniLM's = BERT's uncased vocabulary): the speed of a shape needs no weights
 to travel. The paper's batch (DCSR: 128 questions, lengths 256 / 256) with GradCache:
 
-    python benchmarks/train_steps.py --init bert-base-random --batch-size 128 --grad-cache-chunk 32 \
+    python benchmarks/gpu/train_steps.py --init bert-base-random --batch-size 128 --grad-cache-chunk 32 \
         --question-max-length 256 --passage-max-length 256 --steps 12 --out benchmarks/out/train_steps.json
 """
 
@@ -27,6 +27,7 @@ import json
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from datetime import date
@@ -34,7 +35,8 @@ from pathlib import Path
 
 import torch
 
-SQUAD = Path(__file__).resolve().parents[1] / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for benchmarks_common
+SQUAD = Path(__file__).resolve().parents[2] / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
 BERT_BASE = dict(hidden=768, layers=12, heads=12, intermediate=3072)
 
 
@@ -82,7 +84,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from benchmarks_common import emit, machine  # benchmarks/ is on sys.path when run as a script
+    from benchmarks_common import emit, machine
 
     from dcsr.training.loop import Trainer, train
     from dcsr.training.methods import builder_class

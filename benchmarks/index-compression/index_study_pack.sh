@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Pack what benchmarks/index_study_remote.sh needs, from a results folder in which Snakemake has
+# Pack what benchmarks/index-compression/index_study_remote.sh needs, from a results folder in which Snakemake has
 # made everything before embed_shard (--omit-from embed_shard):
-#   benchmarks/index_study_pack.sh CONFIG RESULTS CORPUS MODEL DATASET VARIANTS STUDY [OVERLAY...]
+#   benchmarks/index-compression/index_study_pack.sh CONFIG RESULTS CORPUS MODEL DATASET VARIANTS STUDY [OVERLAY...]
 # VARIANTS: a file of NAME|FACTORY|SEARCH_PARAMS|REUSE lines (index_study_remote.sh), Flat first.
 set -euo pipefail
 config=$1 results=$2 corpus=$3 model=$4 dataset=$5 variants=$6 study=$7
@@ -22,7 +22,7 @@ while IFS='|' read -r name factory params reuse; do
   python benchmarks/index-compression/replay_jobs.py parse "$study/dry.txt" --rules "$rules" --root "$PWD" > "$study/jobs/$name.json"
   rm -f "$overlay" "$study/dry.txt"
 done < "$variants"
-python benchmarks/carry_encoder.py pack "$results/models/$model" "$results/store/$corpus" "$study/encoder"
+python benchmarks/index-compression/carry_encoder.py pack "$results/models/$model" "$results/store/$corpus" "$study/encoder"
 # the files the Flat jobs read that no replayed job writes, but the model (carried as encoder/)
 python -c '
 import json, sys
