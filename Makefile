@@ -34,8 +34,11 @@ demo: $(STAMP)
 	@echo; echo "Encoder marginalization (attribution Figure 2): results/tables/attribution_marginals-*.md, results/figures/pair_matrix-*.png (each question x passage encoder pair's top-k answer recall, k the first of attribution.metrics)"
 	@echo; PYTHONPATH=$(CURDIR)/src $(BIN)/python workflow/scripts/check_pins.py --run demo --by-precision --table results/tables/dpr_dcsr.csv
 
+# Two pytest-xdist workers, a test file each at a time, long runs first (tests/conftest.py:
+# FIRST); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -ra --durations=15
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -ra --durations=15 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-fast: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/pytest -q -m "not slow"

@@ -35,3 +35,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+#: Test files run first, in this order: the long pipeline runs, longest first (docs/testing.md
+#: says what each guards and costs). `make test` runs two pytest-xdist workers, each taking a
+#: whole file (--dist loadfile, in this order: --no-loadscope-reorder): the real-text default
+#: starts at once on one worker and the other takes the rest. A worker gets a second file before
+#: it starts its first, so a file of two quick tests (test_usage_log.py) is the one that waits
+#: behind the real-text default. A serial run only sees the order.
+FIRST = ("test_demo.py", "test_paper_dag.py", "test_usage_log.py", "test_slurm.py", "test_workflow.py",
+         "test_beir.py", "test_dpr_checkpoints.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order

@@ -23,6 +23,7 @@ SAMPLING = [f"dcsr-{d}-bm25x{n}" for n in (1, 2) for d in ("nq", "trivia", "squa
 DPR_PRIOR = [f"att-dpr-{d}" for d in DATASETS]                                           # attribution, DPR
 DCSR_PRIOR = [f"dcsr-{d}" for d in DATASETS]                                             # attribution, DCSR
 SWEEP = [f"att-dpr-{d}-{p}pct" for d in ("nq", "trivia", "squad") for p in (10, 25, 40, 55, 70, 85)]
+SWEEP_CI = ["att-dpr-nq-25pct", "att-dpr-nq-70pct"]  # config/paper-mini-ci.yaml
 MODELS = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + HARD + RECIPE + SAMPLING + DPR_PRIOR + DCSR_PRIOR + SWEEP)
 
 # (passage encoder, corpus) pairs: the shard jobs of each pair are its corpus's shards
@@ -32,10 +33,19 @@ ON_1OF20 = set(SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING + HARD)     # Tables 4,
 ON_FIRST = {"dpr-nq", "dpr-trivia", "dcsr-nq", "dcsr-trivia"}        # Table 7, each of the two first-N corpora
 
 
+def attribution_pairs(sweep=SWEEP):
+    """The attribution pairs: each family's K x K on the 5 test sets; each sweep encoder against the
+    100% family on its dataset, both ways, and its index with every test set's own question encoder."""
+    pairs = {(q, p, t) for prior in (DPR_PRIOR, DCSR_PRIOR) for q in prior for p in prior for t in DATASETS}
+    for m in sweep:
+        d = m.split("-")[2]
+        pairs |= {(m, p, d) for p in DPR_PRIOR} | {(q, m, d) for q in DPR_PRIOR} | {(f"att-dpr-{t}", m, t) for t in DATASETS}
+    return pairs
+
+
 def expected_runs():
     """Dense (question encoder, passage encoder, test set) runs: the tables' cells and the
-    attribution pairs (each family's K x K on the 5 test sets; each sweep encoder against the
-    100% family on its dataset, both ways, and its index with every test set's own question encoder)."""
+    attribution pairs."""
     t2 = {(m, m, d) for fam in SINGLE.values() for m, d in zip(fam, ("nq", "trivia", "squad"))}
     t2 |= {(m, m, d) for m in MULTI for d in ("nq", "trivia", "squad")}
     t3 = {("dpr-nq-dprhard",) * 2 + ("nq",), ("dcsr-nq-dcsrhard",) * 2 + ("nq",), ("dcsr-trivia-dcsrhard",) * 2 + ("trivia",),
@@ -46,11 +56,7 @@ def expected_runs():
     t7 = {(m, m, f"{m.split('-')[1]}-{size}") for m in ON_FIRST for size in ("first0.1m", "first1.05m")}
     t7 |= {(m, m, m.split("-")[1]) for m in ON_FIRST}
     t8 = {(m, m, d) for m in ("dpr-squad", "dcsr-squad") for d in ("squad", "squad-dev")}
-    pairs = {(q, p, t) for prior in (DPR_PRIOR, DCSR_PRIOR) for q in prior for p in prior for t in DATASETS}
-    for m in SWEEP:
-        d = m.split("-")[2]
-        pairs |= {(m, p, d) for p in DPR_PRIOR} | {(q, m, d) for q in DPR_PRIOR} | {(f"att-dpr-{t}", m, t) for t in DATASETS}
-    return t2 | t3 | t4 | t5 | t6 | t7 | t8 | pairs
+    return t2 | t3 | t4 | t5 | t6 | t7 | t8 | attribution_pairs()
 
 
 def shard_jobs(shards_wiki, shards_1of20, shards_first01, shards_first105):
@@ -91,9 +97,21 @@ def test_paper_config_dry_run_is_the_experiment_matrix(repo, tmp_path):
 
 def test_paper_mini_is_the_same_dag(repo, tmp_path):
     """The overlay changes sizes, not the DAG: the same rules with the same counts, but for
-    the shards (578 passages at <= 600 per shard: one shard per corpus)."""
-    counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "paper.yaml"), str(repo / "config" / "paper-mini.yaml"))
+    the shards (578 passages at <= 600 per shard: one shard per corpus). CI's cut of it
+    (config/paper-mini-ci.yaml: the sweep on one dataset at two fractions) plans every rule of it,
+    with fewer sweep models and their jobs only."""
+    mini = [str(repo / "config" / "paper.yaml"), str(repo / "config" / "paper-mini.yaml")]
+    counts = dry_run_job_counts(repo, tmp_path, *mini)
     check_counts(counts, (1, 1, 1, 1))
+    cut = dry_run_job_counts(repo, tmp_path, *mini, str(repo / "config" / "paper-mini-ci.yaml"))
+    assert set(cut) == set(counts) and cut["total"] < 0.7 * counts["total"]
+    fewer = len(SWEEP) - len(SWEEP_CI)
+    for rule, jobs in counts.items():
+        expected = {"train_biencoder": jobs - fewer, "embed_questions": jobs - fewer, "embed_shard": jobs - fewer,
+                    "index_shard": jobs - fewer, "search_shard": jobs - fewer, "sample_training_set": len(SWEEP_CI),
+                    "merge_runs": jobs - len(attribution_pairs()) + len(attribution_pairs(SWEEP_CI)),
+                    "total": cut["total"]}.get(rule, jobs)
+        assert cut[rule] == expected, rule
 
 
 def read_csv(path: Path):
@@ -103,17 +121,18 @@ def read_csv(path: Path):
 
 @pytest.mark.slow
 def test_paper_mini_runs_end_to_end(repo, tmp_path):
-    """Every table and figure of both papers from miniature DPR files downloaded from 127.0.0.1."""
+    """Every table and figure of both papers from miniature DPR files downloaded from 127.0.0.1, on
+    CI's cut of the miniature DAG (every rule; the sweep's models of one dataset at two fractions)."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
            "DCSR_CACHE": str(tmp_path / "cache")}
     work = tmp_path / "pm"
     r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "run_paper_mini.py"), "--workdir", str(work),
-                        "--", "--cores", "2", "--quiet", "rules"], env=env, capture_output=True, text=True, timeout=3000)
+                        "--overlay", str(repo / "config" / "paper-mini-ci.yaml"), "--", "--cores", "2", "--quiet", "rules"], env=env, capture_output=True, text=True, timeout=3000)
     assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
     check_paper_mini_outputs(repo, work)
 
 
-def check_paper_mini_outputs(repo, work):
+def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
     results = work / "results"
     # the downloads went through the lock file, one entry per file with its size and sha256
     lock = json.loads((work / "downloads" / "downloads.lock.json").read_text())
@@ -147,4 +166,4 @@ def check_paper_mini_outputs(repo, work):
     # every pair of the matrix was searched and scored
     matrix = read_csv(results / "attribution" / "pair_matrix.csv")
     assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix
-                if r["question_encoder"] != "bm25"}) == 502
+                if r["question_encoder"] != "bm25"}) == len(attribution_pairs(sweep))

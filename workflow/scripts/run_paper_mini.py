@@ -5,7 +5,7 @@ them out as DPR's and SQuAD's sites, serves them from 127.0.0.1 (dcsr.fixtures.h
 Snakemake over config/paper.yaml + config/paper-mini.yaml in its own folder, with the server's
 address as downloads.base_url: the real download rule fetches them like the real files.
 
-    python workflow/scripts/run_paper_mini.py [--workdir paper-mini] [-- <snakemake options>]
+    python workflow/scripts/run_paper_mini.py [--workdir paper-mini] [--overlay config/paper-mini-ci.yaml] [-- <snakemake options>]
 """
 
 import argparse
@@ -29,6 +29,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", default="paper-mini", help="the run's folder (results, downloads, .snakemake)")
     ap.add_argument("--seed", type=int, default=13, help="seed of the miniature files")
+    ap.add_argument("--overlay", action="append", default=[], type=Path,
+                    help="a further config overlay after paper-mini.yaml (e.g. config/paper-mini-ci.yaml); repeatable")
     ap.add_argument("snakemake_args", nargs="*", help="passed to snakemake (after --), default --cores all")
     a = ap.parse_args()
     work = Path(a.workdir).resolve()
@@ -46,7 +48,7 @@ def main():
         print(f"serving the miniature files at {url}", file=sys.stderr, flush=True)
         cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(work),
                "--configfile", str(REPO / "config" / "paper.yaml"), str(REPO / "config" / "paper-mini.yaml"),
-               str(overlay), *(a.snakemake_args or ["--cores", "all"])]
+               *(str(o.resolve()) for o in a.overlay), str(overlay), *(a.snakemake_args or ["--cores", "all"])]
         sys.exit(subprocess.run(cmd).returncode)
 
 
