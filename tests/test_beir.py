@@ -18,8 +18,9 @@ from dcsr.data.formats import iter_passages, iter_qas, write_corpus, write_qas
 from dcsr.data.runs import write_trec
 from dcsr.errors import InputError
 from dcsr.evaluation.metrics import evaluate_qrels_run, evaluate_run
-from dcsr.evaluation.trec_eval import measure_run, read_qrels
+from dcsr.evaluation.trec_eval import measure_beir_run, measure_run, read_qrels
 from dcsr.fixtures.beir import write_demo_beir
+from dcsr.pipeline.squad_beir import check_same_corpus, check_same_questions
 from test_workflow import snakemake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +70,8 @@ def squad_beir(tmp_path_factory):
 def test_squad_as_beir_success_at_100_is_answer_match_top_100(squad_beir):
     """qrels from DPR's answer matching: on the same run, ir_measures' Success@k against them is
     our answer-match top-k, question by question; Recall@100 (the share of the relevant passages
-    found) is another number, reported beside it."""
+    found) is another number, reported beside it. On the demo's own runs: tests/test_demo.py
+    (check_squad_as_beir)."""
     tmp, stats, run = squad_beir
     beir = tmp / "beir"
     assert "DPR's string matching" in (beir / "README.md").read_text()
@@ -93,6 +95,38 @@ def test_squad_as_beir_success_at_100_is_answer_match_top_100(squad_beir):
     # recall is the share of the relevant passages, which are many for a SQuAD answer: not top-k
     assert measured["R@100"] < measured["Success@100"] - 10
     print(f"Success@100 {measured['Success@100']:.2f} = top-100 {top['top100']:.2f}; R@100 {measured['R@100']:.2f}")
+
+
+def test_a_run_of_the_test_set_is_measured_against_beir_qrels_in_its_own_ranking(squad_beir):
+    """measure_beir_run: a run of the pipeline's test set (question i, passage ids) against the
+    BEIR qrels file, every question in the mean. It measures the run's ranking, its rank column,
+    which top-k reads, even where every score is the same; order="score" reads the scores, as
+    trec_eval reads the file, and orders equal ones by docid."""
+    tmp, _stats, run = squad_beir
+    beir = tmp / "beir"
+    query_ids = check_same_questions(beir, tmp / "test.qa.csv")
+    write_trec(tmp / "flat.trec", {q: [(pid, 1.0) for pid, _ in hits] for q, hits in run.items()}, tag="flat")
+    top = evaluate_run(tmp / "flat.trec", tmp / "test.qa.csv", tmp / "corpus.tsv", tmp / "flat.json",
+                       ks=(1, 20, 100))
+    ours = measure_beir_run(tmp / "flat.trec", query_ids, beir / "qrels" / "test.tsv")
+    for k in (1, 20, 100):
+        assert ours[f"Success@{k}"] == pytest.approx(top[f"top{k}"], abs=1e-9)
+    assert 0 < ours["nDCG@10"] <= 100 and ours["R@100"] < ours["Success@100"]
+    by_docid = measure_beir_run(tmp / "flat.trec", query_ids, beir / "qrels" / "test.tsv", order="score")
+    assert by_docid["Success@100"] == pytest.approx(top["top100"], abs=1e-9)  # the same 100 hits
+    assert by_docid["Success@1"] < top["top1"] - 5  # the first hit is the largest docid, not the run's
+
+
+def test_the_beir_folder_must_hold_the_runs_questions_in_order_and_its_corpus(squad_beir):
+    tmp, _stats, _run = squad_beir
+    qas = list(iter_qas(tmp / "test.qa.csv"))
+    write_qas(tmp / "moved.qa.csv", qas[1:] + qas[:1])
+    with pytest.raises(InputError, match="not the 1907 questions of .* in order .first difference at question 0"):
+        check_same_questions(tmp / "beir", tmp / "moved.qa.csv")
+    check_same_corpus(tmp / "beir", tmp / "corpus.tsv")
+    write_corpus(tmp / "fewer.tsv", list(iter_passages(tmp / "corpus.tsv"))[:-1])
+    with pytest.raises(InputError, match="1935 documents are not the 1934 passages"):
+        check_same_corpus(tmp / "beir", tmp / "fewer.tsv")
 
 
 def test_the_pipeline_reads_a_beir_folder_and_scores_with_its_original_ids(squad_beir):

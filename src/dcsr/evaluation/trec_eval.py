@@ -18,7 +18,9 @@ Two kinds of qrels (``qid 0 docid rel``, trec_eval's format):
 - **a collection's own qrels** (a BEIR test set, :mod:`dcsr.data.beir`): its queries have no
   answers, so its runs are measured against them alone (:data:`QRELS_MEASURES`: nDCG@10, R@100,
   RR@10, named ``nDCG@10 (qrels)`` and so on), on the run with its original query and document ids
-  (:func:`dcsr.evaluation.metrics.evaluate_qrels_run`).
+  (:func:`dcsr.evaluation.metrics.evaluate_qrels_run`). A run of the pipeline's own test set
+  against such a qrels file, in the run's ranking: :func:`measure_beir_run` (SQuAD written as a
+  BEIR collection, benchmarks/beir/beir.md).
 
 A run's ``# no hits: QID`` comment lines (a question BM25 found nothing for) are ours: strip
 them (``grep -v '^#'``) before giving a run to trec_eval itself, which takes every line as a hit.
@@ -220,6 +222,41 @@ def measure_run(run: Mapping[int, Sequence[tuple[int, float]]], qrels: Mapping[s
         n = questions if questions is not None else len(seen[m])
         out[str(m)] = 100.0 * totals[m] / n if n else 0.0
     return out
+
+
+#: A run's measures against a BEIR collection's qrels (:func:`measure_beir_run`): BEIR's nDCG@10,
+#: RR@10, R@100 and Success@k. Against SQuAD-as-BEIR's qrels (answer matching over the whole
+#: corpus, :func:`dcsr.data.beir.squad_to_beir`) Success@k is DPR's top-k answer recall.
+BEIR_RUN_MEASURES = ("nDCG@10", "RR@10", "R@100", "Success@1", "Success@20", "Success@100")
+
+
+def measure_beir_run(run_trec: str | os.PathLike, query_ids: Sequence[str], qrels_tsv: str | os.PathLike,
+                     measures: Sequence[str] = BEIR_RUN_MEASURES, doc_ids: Mapping[int, str] | None = None,
+                     order: str = "rank") -> dict[str, float]:
+    """``{measure: mean}`` (in %) of a run in the pipeline's ids (a TREC file: question ``i`` is
+    the test set's i-th question, the query ``query_ids[i]``) against a BEIR ``qrels/<split>.tsv``
+    (:func:`dcsr.data.beir.read_beir_qrels`, checked against ``query_ids``). Passage ``p`` is the
+    document ``doc_ids[p]``; by default ``str(p)``, as in SQuAD-as-BEIR, whose ``_id`` is the
+    pipeline's passage id. The mean is over every question of the test set: one the qrels do not
+    judge counts 0, as it is a miss in top-k answer recall.
+
+    ``order="rank"`` measures the run's own ranking, its rank column, which top-k answer recall
+    reads: each hit is given a score that falls with its rank, so equal scores (reciprocal rank
+    fusion ties often: the fusion put the smaller passage id first) keep the run's order.
+    ``order="score"`` gives ir_measures the run's scores, as trec_eval reads the file: ties are
+    broken by docid (as strings; the module's docstring says how)."""
+    from dcsr.data.beir import original_id_run, read_beir_qrels
+    from dcsr.data.runs import read_trec
+
+    if order not in ("rank", "score"):
+        raise InputError("order", f"is {order!r}; expected 'rank' (the run's ranking) or 'score' (trec_eval's)")
+    run = read_trec(run_trec)  # each question's hits in rank order
+    if order == "rank":
+        run = {q: [(pid, float(len(hits) - i)) for i, (pid, _) in enumerate(hits)] for q, hits in run.items()}
+    docs = doc_ids if doc_ids is not None else {pid: str(pid) for hits in run.values() for pid, _ in hits}
+    original = original_id_run(run, query_ids, docs, where=str(run_trec))
+    qrels = read_beir_qrels(qrels_tsv, queries=dict.fromkeys(query_ids))
+    return measure_run(original, qrels, measures, questions=len(query_ids))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
