@@ -18,7 +18,7 @@ from dcsr.data.formats import iter_passages, iter_qas, write_corpus, write_qas
 from dcsr.data.runs import write_trec
 from dcsr.errors import InputError
 from dcsr.evaluation.metrics import evaluate_qrels_run, evaluate_run
-from dcsr.evaluation.trec_eval import measure_beir_run, measure_run, read_qrels
+from dcsr.evaluation.trec_eval import beir_run_by_question, measure_beir_run, measure_run, read_qrels
 from dcsr.fixtures.beir import write_demo_beir
 from dcsr.pipeline.squad_beir import check_same_corpus, check_same_questions
 from test_workflow import snakemake
@@ -115,6 +115,50 @@ def test_a_run_of_the_test_set_is_measured_against_beir_qrels_in_its_own_ranking
     by_docid = measure_beir_run(tmp / "flat.trec", query_ids, beir / "qrels" / "test.tsv", order="score")
     assert by_docid["Success@100"] == pytest.approx(top["top100"], abs=1e-9)  # the same 100 hits
     assert by_docid["Success@1"] < top["top1"] - 5  # the first hit is the largest docid, not the run's
+
+
+def test_each_questions_value_is_what_the_mean_is_made_of(squad_beir):
+    """beir_run_by_question: nDCG@10 of each test question, in order, 0 where the qrels judge
+    nothing; their mean is measure_beir_run's, in either order of ties."""
+    tmp, stats, _run = squad_beir
+    beir = tmp / "beir"
+    query_ids = check_same_questions(beir, tmp / "test.qa.csv")
+    judged = read_beir_qrels(beir / "qrels" / "test.tsv")
+    for order in ("rank", "score"):
+        values = beir_run_by_question(tmp / "run.trec", query_ids, beir / "qrels" / "test.tsv", order=order)["nDCG@10"]
+        mean = measure_beir_run(tmp / "run.trec", query_ids, beir / "qrels" / "test.tsv", ["nDCG@10"], order=order)
+        assert len(values) == len(query_ids) and 100 * sum(values) / len(values) == pytest.approx(mean["nDCG@10"],
+                                                                                                   abs=1e-9)
+        assert all(v == 0.0 for q, v in zip(query_ids, values) if q not in judged)
+
+
+def test_the_page_compares_dcsr_with_dpr_each_with_bm25_and_zero_shot_with_in_domain():
+    """comparison_pairs and paired_comparisons on made-up per-question values: the claims
+    ledger's paired comparison of each pair (compare_paired, seeded), Holm over all of them."""
+    from dcsr.evaluation.claims import compare_paired, holm
+    from dcsr.pipeline.squad_beir import ScoredRun, comparison_pairs, paired_comparisons
+
+    models = {"untrained": {"method": "dpr", "init": "minilm"},
+              **{f"{m}-{g}": {"method": m, "init": "minilm", "train_on": f"squad-{g}"}
+                 for g in "ab" for m in ("dpr", "dcsr")}}
+    rng = random.Random(3)
+    rows = [ScoredRun(r, d, models.get(r, {}).get("train_on"), f"{r}.{d}.trec", {}, {}, {},
+                      [rng.random() for _ in range(40)])
+            for d in ("squad-a", "squad-b") for r in ("bm25", *models)]
+    pairs = [(kind, base.retriever, other.retriever, other.dataset) for kind, base, other in
+             comparison_pairs(rows, models)]
+    assert pairs[:4] == [("DCSR vs DPR", f"dpr-{g}", f"dcsr-{g}", d) for d in ("squad-a", "squad-b") for g in "ab"]
+    assert [p[2] for p in pairs if p[0] == "vs BM25" and p[3] == "squad-a"] == list(models)
+    assert [p[1:] for p in pairs if p[0] == "zero-shot vs in-domain"] == [
+        ("dpr-a", "dpr-b", "squad-a"), ("dcsr-a", "dcsr-b", "squad-a"),
+        ("dpr-b", "dpr-a", "squad-b"), ("dcsr-b", "dcsr-a", "squad-b")]
+    found = paired_comparisons(rows, models, seed=1)
+    assert len(found) == len(pairs) == 4 + 10 + 4
+    by = {(r.retriever, r.dataset): r for r in rows}
+    first = found[0]
+    assert first.comparison == compare_paired(by["dpr-a", "squad-a"].by_question, by["dcsr-a", "squad-a"].by_question,
+                                              seed=1)
+    assert [c.p_holm for c in found] == holm([c.comparison.p_value for c in found])
 
 
 def test_the_beir_folder_must_hold_the_runs_questions_in_order_and_its_corpus(squad_beir):

@@ -244,7 +244,34 @@ def measure_beir_run(run_trec: str | os.PathLike, query_ids: Sequence[str], qrel
     reads: each hit is given a score that falls with its rank, so equal scores (reciprocal rank
     fusion ties often: the fusion put the smaller passage id first) keep the run's order.
     ``order="score"`` gives ir_measures the run's scores, as trec_eval reads the file: ties are
-    broken by docid (as strings; the module's docstring says how)."""
+    broken by docid (as strings; the module's docstring says how). Each question's value, for a
+    paired comparison of two runs: :func:`beir_run_by_question`."""
+    original, qrels = _beir_run(run_trec, query_ids, qrels_tsv, doc_ids, order)
+    return measure_run(original, qrels, measures, questions=len(query_ids))
+
+
+def beir_run_by_question(run_trec: str | os.PathLike, query_ids: Sequence[str], qrels_tsv: str | os.PathLike,
+                         measures: Sequence[str] = ("nDCG@10",), doc_ids: Mapping[int, str] | None = None,
+                         order: str = "rank") -> dict[str, list[float]]:
+    """``{measure: [value of each question]}`` of the run that :func:`measure_beir_run` measures, in
+    the test set's question order (``query_ids``), as ir_measures gives them (0 to 1, not %); a
+    question the qrels do not judge is 0. Their mean x 100 is :func:`measure_beir_run`'s."""
+    import ir_measures
+
+    original, qrels = _beir_run(run_trec, query_ids, qrels_tsv, doc_ids, order)
+    parsed = {ir_measures.parse_measure(m): m for m in measures}
+    values: dict[str, dict[str, float]] = {m: {} for m in measures}
+    scored = [ir_measures.ScoredDoc(q, d, s) for q, hits in original.items() for d, s in hits]
+    judged = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
+    for metric in ir_measures.iter_calc(list(parsed), judged, scored):
+        values[parsed[metric.measure]][metric.query_id] = float(metric.value)
+    return {m: [values[m].get(q, 0.0) for q in query_ids] for m in measures}
+
+
+def _beir_run(run_trec, query_ids: Sequence[str], qrels_tsv, doc_ids: Mapping[int, str] | None,
+              order: str) -> tuple[dict[str, list[tuple[str, float]]], Qrels]:
+    """A run of the test set with the collection's ids, in its ranking (``order="rank"``) or by its
+    scores, and the collection's qrels: what :func:`measure_beir_run` measures."""
     from dcsr.data.beir import original_id_run, read_beir_qrels
     from dcsr.data.runs import read_trec
 
@@ -255,8 +282,7 @@ def measure_beir_run(run_trec: str | os.PathLike, query_ids: Sequence[str], qrel
         run = {q: [(pid, float(len(hits) - i)) for i, (pid, _) in enumerate(hits)] for q, hits in run.items()}
     docs = doc_ids if doc_ids is not None else {pid: str(pid) for hits in run.values() for pid, _ in hits}
     original = original_id_run(run, query_ids, docs, where=str(run_trec))
-    qrels = read_beir_qrels(qrels_tsv, queries=dict.fromkeys(query_ids))
-    return measure_run(original, qrels, measures, questions=len(query_ids))
+    return original, read_beir_qrels(qrels_tsv, queries=dict.fromkeys(query_ids))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

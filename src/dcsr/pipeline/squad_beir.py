@@ -13,7 +13,10 @@ answer matching over the whole corpus, so Success@k must be the run's answer-mat
 its metrics file has it (:func:`success_differs_from_top_k`): one measure, two tools. Both read
 the run's ranking, its rank column; trec_eval, reading the file, orders equal scores by docid
 instead, which moves reciprocal rank fusion's numbers a little (``ScoredRun.by_score``,
-:func:`ties_moved`).
+:func:`ties_moved`). Runs of one test set are compared question by question on nDCG@10
+(:func:`paired_comparisons`) with the claims ledger's statistics: its paired bootstrap interval
+and sign test (:func:`dcsr.evaluation.claims.compare_paired`), Holm over every comparison
+(:func:`dcsr.evaluation.claims.holm`).
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from dcsr.data.beir import CORPUS, QUERIES, iter_corpus, qrels_file, read_queries
 from dcsr.data.formats import iter_passages, iter_qas, one_line
 from dcsr.errors import InputError
-from dcsr.evaluation.trec_eval import BEIR_RUN_MEASURES, measure_beir_run
+from dcsr.evaluation.claims import RESAMPLES, Comparison, compare_paired, holm
+from dcsr.evaluation.trec_eval import BEIR_RUN_MEASURES, beir_run_by_question, measure_beir_run
 from dcsr.pipeline.config import DEV_VARIANT
 from dcsr.pipeline.plan import Plan
 from dcsr.yamlutil import strict_load
@@ -37,6 +41,8 @@ SCRIPT = Path("workflow") / "scripts" / "squad_to_beir.py"
 #: Success@k against answer-match qrels is top-k answer recall (the metrics file's ``top<k>``)
 SUCCESS_IS_TOP_K = {"Success@1": "top1", "Success@20": "top20", "Success@100": "top100"}
 TOLERANCE = 1e-9
+#: the measure the runs are compared on, question by question (BEIR's headline)
+PAIRED_MEASURE = "nDCG@10"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ class ScoredRun:
     measured: dict[str, float]  # BEIR_RUN_MEASURES of the run's ranking (its rank column), in %
     top_k: dict[str, float]  # the run's metrics file: top1, top20, top100, in %
     by_score: dict[str, float]  # the same measures of the run's scores, as trec_eval reads the file (ties by docid)
+    #: PAIRED_MEASURE of each test question in order (0 to 1), of the run's ranking
+    by_question: list[float] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def relation(self) -> str:
@@ -187,7 +195,8 @@ def score_on_squad_beir(plan: Plan, out: str | os.PathLike,
                                       f"{len(t.query_ids)}")
         rows.append(ScoredRun(retriever, d, trained_on, run, measure_beir_run(run, t.query_ids, t.qrels, measures),
                               {k: answer_match[k] for k in SUCCESS_IS_TOP_K.values() if k in answer_match},
-                              measure_beir_run(run, t.query_ids, t.qrels, measures, order="score")))
+                              measure_beir_run(run, t.query_ids, t.qrels, measures, order="score"),
+                              beir_run_by_question(run, t.query_ids, t.qrels, [PAIRED_MEASURE])[PAIRED_MEASURE]))
     return test_sets, rows
 
 
@@ -221,4 +230,104 @@ def markdown_table(rows: Sequence[ScoredRun]) -> str:
         m = r.measured
         lines.append(f"| {r.retriever} | {r.trained_on or '-'} | {r.dataset} | {r.relation} | {m['nDCG@10']:.2f} | "
                      f"{m['RR@10']:.2f} | {m['R@100']:.2f} | {m['Success@100']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+#: the kinds of comparison, in the table's order
+DCSR_VS_DPR, AGAINST_BM25, ZERO_SHOT_VS_IN_DOMAIN = "DCSR vs DPR", "vs BM25", "zero-shot vs in-domain"
+
+
+def comparison_pairs(rows: Sequence[ScoredRun], models: Mapping[str, Mapping[str, Any]]
+                     ) -> list[tuple[str, ScoredRun, ScoredRun]]:
+    """``(kind, baseline, other)`` of every comparison the page makes, on each test set: a DCSR
+    model against the DPR model of the same config (``method`` aside: the same training
+    data and init); every dense and hybrid run against BM25; a model trained on the other
+    group (zero-shot) against the one of the same config trained on this group (in-domain).
+    ``models``: the config's ``models``."""
+    def twin(model: str, key: str, value) -> str | None:
+        """The model whose config is ``model``'s with ``key`` set to ``value``."""
+        want = {**{k: v for k, v in models[model].items() if k != key}, key: value}
+        return next((m for m, mc in models.items() if dict(mc) == want), None)
+
+    out: dict[str, list] = {DCSR_VS_DPR: [], AGAINST_BM25: [], ZERO_SHOT_VS_IN_DOMAIN: []}
+    for d in dict.fromkeys(r.dataset for r in rows):
+        by = {r.retriever: r for r in rows if r.dataset == d}
+        for r in by.values():
+            if r.retriever == "bm25":
+                continue
+            if "bm25" in by:
+                out[AGAINST_BM25].append((AGAINST_BM25, by["bm25"], r))
+            if r.retriever not in models or r.trained_on is None:
+                continue
+            if models[r.retriever].get("method") == "dcsr":
+                dpr = twin(r.retriever, "method", "dpr")
+                if dpr in by:
+                    out[DCSR_VS_DPR].append((DCSR_VS_DPR, by[dpr], r))
+            if r.trained_on != d:
+                own = twin(r.retriever, "train_on", d)
+                if own in by:
+                    out[ZERO_SHOT_VS_IN_DOMAIN].append((ZERO_SHOT_VS_IN_DOMAIN, by[own], r))
+    return [pair for kind in out.values() for pair in kind]
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """``other`` against ``baseline`` on one test set's questions, on :data:`PAIRED_MEASURE`."""
+
+    kind: str
+    dataset: str
+    baseline: str
+    other: str
+    comparison: Comparison  # other - baseline, points; 95% paired bootstrap interval; sign test
+    p_holm: float  # Holm-adjusted over every comparison of the family
+
+    @property
+    def reading(self) -> str:
+        """``higher`` / ``lower`` when the interval of the mean difference and the sign test
+        (Holm-adjusted) agree; else what each says: they ask different things (the mean, and on
+        how many questions one side is above the other)."""
+        c = self.comparison
+        mean = "higher" if c.low > 0 else "lower" if c.high < 0 else None
+        more = "higher" if c.only_method > c.only_baseline else "lower"
+        sign = self.p_holm < 0.05
+        if mean and sign:
+            return mean if more == mean else f"mean {mean}, but {more} on more questions"
+        if mean:
+            return f"mean {mean}; sign test not significant"
+        if sign:
+            return f"{more} on more questions; the mean's CI spans 0"
+        return "no difference shown"
+
+
+def paired_comparisons(rows: Sequence[ScoredRun], models: Mapping[str, Mapping[str, Any]],
+                       seed: int = 0) -> list[PairedComparison]:
+    """Every comparison of :func:`comparison_pairs`, question by question on :data:`PAIRED_MEASURE`,
+    as the claims ledger compares two runs (:func:`dcsr.evaluation.claims.compare_paired`: the
+    mean difference, a 95% percentile bootstrap interval over questions, ``seed``ed, and the
+    two-sided exact sign test on the questions where the two differ), the p-values Holm-adjusted
+    together (one family)."""
+    found = []
+    for kind, base, other in comparison_pairs(rows, models):
+        if len(base.by_question) != len(other.by_question) or not base.by_question:
+            raise InputError(other.run, f"has {len(other.by_question)} questions' {PAIRED_MEASURE}, {base.run} "
+                                        f"{len(base.by_question)}: the two runs are not paired")
+        found.append((kind, base, other, compare_paired(base.by_question, other.by_question, seed=seed)))
+    adjusted = holm([c.p_value for *_, c in found])
+    return [PairedComparison(kind, other.dataset, base.retriever, other.retriever, c, p)
+            for (kind, base, other, c), p in zip(found, adjusted)]
+
+
+def comparisons_table(comparisons: Sequence[PairedComparison], seed: int = 0) -> str:
+    """The comparisons as a Markdown table, with how they were made."""
+    lines = [f"Paired on {PAIRED_MEASURE}, question by question (same test questions): difference in points, "
+             f"95% percentile bootstrap interval over questions ({RESAMPLES:,} resamples, seed {seed}), two-sided "
+             f"exact sign test on the questions where the two differ, Holm-adjusted over all {len(comparisons)} "
+             "comparisons.", "",
+             "| comparison | kind | test set | difference | 95% CI | lower / higher | p | Holm p | reading |",
+             "|---|---|---|---:|---|---:|---:|---:|---|"]
+    for pc in comparisons:
+        c = pc.comparison
+        lines.append(f"| {pc.other} - {pc.baseline} | {pc.kind} | {pc.dataset} | {c.difference:+.2f} | "
+                     f"[{c.low:+.2f}, {c.high:+.2f}] | {c.only_baseline} / {c.only_method} | {c.p_value:.2g} | "
+                     f"{pc.p_holm:.2g} | {pc.reading} |")
     return "\n".join(lines) + "\n"
