@@ -122,6 +122,17 @@ def _text_field(obj: dict, key: str, where: str, what: str) -> str:
     return value
 
 
+def _unique_id(obj: dict, where: str, line: int, seen: dict[str, int], what: str) -> str:
+    """The checked ``_id`` of a ``corpus.jsonl`` or ``queries.jsonl`` line, recorded in ``seen``
+    (``_id`` -> its line); one that occurs a second time is an error naming both lines."""
+    value = _check_id(obj.get("_id"), where, f"{what} '_id'")
+    if value in seen:
+        raise InputError(where, f"{what} _id {value!r} occurs a second time (first at line {seen[value]}); "
+                                f"{what} ids must be unique")
+    seen[value] = line
+    return value
+
+
 def iter_corpus(path: str | os.PathLike) -> Iterator[tuple[str, str, str]]:
     """``(_id, title, text)`` of every document of a BEIR ``corpus.jsonl``, checked; a document
     without text has its title as its text (counted in the log)."""
@@ -129,11 +140,7 @@ def iter_corpus(path: str | os.PathLike) -> Iterator[tuple[str, str, str]]:
     n = untitled_text = 0
     for line, obj in _jsonl(path):
         where = at(path, line)
-        doc = _check_id(obj.get("_id"), where, "document '_id'")
-        if doc in seen:
-            raise InputError(where, f"document _id {doc!r} occurs a second time (first at line {seen[doc]}); "
-                                    "document ids must be unique")
-        seen[doc] = line
+        doc = _unique_id(obj, where, line, seen, "document")
         title, text = _text_field(obj, "title", where, "document"), _text_field(obj, "text", where, "document")
         if not text.strip():
             if not title.strip():
@@ -154,15 +161,12 @@ def read_queries(path: str | os.PathLike) -> dict[str, str]:
     lines: dict[str, int] = {}
     for line, obj in _jsonl(path):
         where = at(path, line)
-        qid = _check_id(obj.get("_id"), where, "query '_id'")
-        if qid in out:
-            raise InputError(where, f"query _id {qid!r} occurs a second time (first at line {lines[qid]}); "
-                                    "query ids must be unique")
+        qid = _unique_id(obj, where, line, lines, "query")
         text = obj.get("text")
         if not isinstance(text, str) or not text.strip():
             raise InputError(where, f"query {qid!r} has no text (a non-empty string 'text'); give it its text or "
                                     "drop the line")
-        out[qid], lines[qid] = text, line
+        out[qid] = text
     if not out:
         raise InputError(str(path), "holds no queries; expected one JSON object a line with '_id' and 'text'")
     return out
