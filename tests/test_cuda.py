@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from dcsr.training.distributed import DistContext
+from test_train import data  # noqa: F401  (the fixture: 32 training and 16 dev records)
 
 # cuBLAS's deterministic workspace, read when its handle is made: before any test touches CUDA
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -70,16 +71,6 @@ def report(name: str, **values) -> None:
     """One line a GPU run's log keeps (pytest -s): what a test measured, for the next tolerances."""
     print(f"[cuda-suite] {name}: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                              for k, v in values.items()))
-
-
-@pytest.fixture()
-def data(tmp_path):
-    from test_train import make_records
-
-    train_json, dev_json = tmp_path / "train.json", tmp_path / "dev.json"
-    train_json.write_text(json.dumps(make_records(32)))
-    dev_json.write_text(json.dumps(make_records(16)))
-    return train_json, dev_json
 
 
 def _on(device: torch.device, monkeypatch) -> None:
