@@ -108,13 +108,33 @@ def test_a_backquote_in_a_path_the_report_quotes_is_refused():
                             "path without one")
 
 
-def _render(template: str, config: dict, wildcards: dict) -> str:
+def _render(template: str, config: dict, wildcards: dict, strict: bool = False) -> str:
     import jinja2
     from docutils.core import publish_parts
 
     snakemake = SimpleNamespace(config=config, wildcards=wildcards)
-    text = jinja2.Environment().from_string(template).render(snakemake=snakemake)
-    return publish_parts(text, writer_name="html")["html_body"]
+    # as snakemake.report renders captions and the workflow description
+    text = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(snakemake=snakemake)
+    # strict: a docutils warning (a list run into its next line, say) fails instead of printing
+    return publish_parts(text, writer_name="html", settings_overrides={"halt_level": 2 if strict else 4})["html_body"]
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "squad.yaml", "generated.yaml"])
+def test_the_report_lists_every_model_once_as_a_bullet(name):
+    """The report's description (workflow/report/workflow.rst, as Snakemake renders it: Jinja with
+    trim_blocks) lists each model of the config as its own bullet, its training seeds beside it;
+    a line that ended with a block tag ran every model into one line, and docutils warned."""
+    config = load(name)
+    html = _render((REPO / "workflow" / "report" / "workflow.rst").read_text(encoding="utf-8"), config, {}, strict=True)
+    items = re.findall(r"<li>(.*?)</li>", html, flags=re.S)
+    assert len(items) == len(config["models"])
+    for item, (model, m) in zip(items, config["models"].items()):
+        assert item.startswith(f"<strong>{model}</strong>: {m['method']}, init"), item
+        assert ("training seeds" in item) == (m.get("seeds", 1) > 1), item
+    if name == "squad.yaml":  # three seeds of DPR, DCSR and DCSR +2 BM25
+        assert sum("3 training seeds" in item for item in items) == 3
+    for caption in sorted((REPO / "workflow" / "report").glob("*.rst")):  # every caption renders cleanly too
+        assert "<p>" in _render(caption.read_text(encoding="utf-8"), config, {"table": "t"}, strict=True), caption.name
 
 
 def test_report_captions_carry_no_directive_from_config_values(tmp_path):
