@@ -10,7 +10,7 @@ import yaml
 
 from dcsr.evaluation.pins import check_variants, report
 from dcsr.pipeline.squad_beir import load_plan, markdown_table, score_on_squad_beir, success_differs_from_top_k
-from test_workflow import snakemake
+from test_workflow import CI_TIMEOUT, snakemake
 
 
 def check_squad_as_beir(repo, results, out):
@@ -34,7 +34,7 @@ def test_the_real_text_default_matches_its_pins(repo, tmp_path):
     fp32 = yaml.safe_load((repo / "benchmarks" / "demo" / "demo_fp32.yaml").read_text())
     over.write_text(yaml.safe_dump({**fp32, "results": str(results)}))
     r = snakemake(repo, tmp_path, "--cores", "2", "--configfile", str(repo / "config" / "config.yaml"), str(over),
-                  timeout=3000)
+                  timeout=CI_TIMEOUT)
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     moved = []
     for run, table in (("demo-fp32", "tables/dpr_dcsr.csv"), ("demo-hybrid-fp32", "tables/hybrid.csv"),

@@ -4,14 +4,13 @@ config/paper-mini.yaml runs the same DAG on miniature files served from 127.0.0.
 import csv
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from test_workflow import dry_run_job_counts
+from test_workflow import CI_TIMEOUT, dry_run_job_counts, run_bounded
 
 # The matrix of config/paper.yaml, table by table (the README's "Paper scale" lists it too).
 DATASETS = ["nq", "trivia", "squad", "wq", "curated"]
@@ -126,8 +125,9 @@ def test_paper_mini_runs_end_to_end(repo, tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1",
            "DCSR_CACHE": str(tmp_path / "cache")}
     work = tmp_path / "pm"
-    r = subprocess.run([sys.executable, str(repo / "workflow" / "scripts" / "run_paper_mini.py"), "--workdir", str(work),
-                        "--overlay", str(repo / "config" / "paper-mini-ci.yaml"), "--", "--cores", "2", "--quiet", "rules"], env=env, capture_output=True, text=True, timeout=3000)
+    r = run_bounded([sys.executable, str(repo / "workflow" / "scripts" / "run_paper_mini.py"), "--workdir", str(work),
+                     "--overlay", str(repo / "config" / "paper-mini-ci.yaml"), "--", "--cores", "2", "--quiet", "rules"],
+                    CI_TIMEOUT, env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
     check_paper_mini_outputs(repo, work)
 

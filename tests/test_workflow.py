@@ -1,10 +1,13 @@
 """The real DAG: lint, a dry run, and one end-to-end run on a tiny config."""
 
+import contextlib
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,14 +15,40 @@ import pytest
 import yaml
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+# The hang guard of the two long runs (the real-text default, the miniature paper run): 85 minutes,
+# CI's 90 less its install. On a 2-core AMD EPYC Zen 1 (family 23 model 1: AVX2 on 128-bit units)
+# the real-text default took more than the 50 minutes these runs had before (docs/testing.md).
+CI_TIMEOUT = 5100
+
+
+def run_bounded(cmd, timeout, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True)`` that, past ``timeout`` seconds, stops
+    the command and every process it started (in a session of its own), then fails with the end of
+    its output. ``subprocess.run``'s own timeout kills only the command: a Snakemake killed alone
+    leaves its jobs running, and they slow every test after it on a 2-core machine."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out = err = ""
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # Snakemake stops its jobs and removes their outputs on TERM
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                out, err = proc.communicate(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        pytest.fail(f"{Path(cmd[0]).name} ran past {timeout} s and was stopped with all it started:\n"
+                    f"{(out + err)[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def snakemake(repo, workdir, *args, timeout=1800):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), *args],
-        cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
-    )
+    return run_bounded([SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), *args],
+                       timeout, cwd=workdir, env=env)
 
 
 def dry_run_job_counts(repo, workdir, *configfiles) -> dict[str, int]:
@@ -32,6 +61,31 @@ def dry_run_job_counts(repo, workdir, *configfiles) -> dict[str, int]:
         if len(parts) == 2 and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
     return counts
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] == "Z"  # killed, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_a_run_past_its_timeout_is_stopped_with_all_it_started(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    parent = ("import pathlib, subprocess, sys, time; "
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+              f"pathlib.Path({str(pid_file)!r}).write_text(str(child.pid)); print('started', flush=True); time.sleep(120)")
+    start = time.monotonic()
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)ran past 3 s and was stopped.*started"):
+        run_bounded([sys.executable, "-c", parent], 3)
+    assert time.monotonic() - start < 60
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        if _gone(child):
+            break
+        time.sleep(0.1)
+    assert _gone(child), "the command's child is still running after its timeout"
+    assert run_bounded([sys.executable, "-c", "print('done')"], 60).stdout == "done\n"
 
 
 def test_lint_has_no_findings(repo, tmp_path):
