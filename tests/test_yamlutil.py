@@ -1,7 +1,6 @@
 """Strict YAML: a duplicated key (or YAML that does not parse) is an error naming file and line,
 in every project file, and in Snakemake's config files before anything runs. And one Snakemake floor."""
 
-import os
 import re
 import subprocess
 import sys
@@ -13,20 +12,12 @@ from packaging.version import Version
 
 from dcsr.errors import InputError
 from dcsr.yamlutil import strict_load
+from test_workflow import snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 PROJECT_YAML = sorted(p.relative_to(REPO).as_posix() for p in [
     *REPO.glob("config/**/*.yaml"), *REPO.glob("config/**/*.yml"), *REPO.glob("profiles/*/config.yaml"),
     *REPO.glob("envs/*.yaml")])
-
-
-def snakemake(repo, workdir, *args, timeout=300):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir), *args],
-        cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout,
-    )
 
 
 def test_the_project_has_yaml_files_to_check():
@@ -92,7 +83,7 @@ def test_paper_numbers_appendix_b_has_the_statistics_the_code_reads():
 def test_a_dry_run_with_a_duplicate_key_fails_naming_file_line_and_key(tmp_path):
     dup = tmp_path / "dup.yaml"
     dup.write_text("results: results-a\nembed:\n  batch_size: 8\nresults: results-b\n")
-    r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "generated.yaml"), "dup.yaml")
+    r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "generated.yaml"), "dup.yaml", timeout=300)
     assert r.returncode != 0
     assert f"{dup}:4: duplicate key 'results' (first at line 1)" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
     assert not (tmp_path / "results-a").exists() and not (tmp_path / "results-b").exists()
