@@ -77,7 +77,7 @@ def test_the_graph_sees_imports_inside_functions(tmp_path):
 
 
 #: dcsr's subpackages from the bottom up; each may import only from those before it (and from
-#: itself). "" is the top-level modules (errors, fsutil, yamlutil, cli, settings), below all.
+#: itself). "" is the top-level modules (errors, fsutil, yamlutil, cli, settings, drivers, ...), below all.
 LAYERS = ("", "data", "models", "evaluation", "retrieval", "training", "attribution", "pipeline", "fixtures")
 
 

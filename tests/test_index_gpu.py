@@ -276,3 +276,20 @@ def test_dense_mining_searches_with_torch_as_with_faiss(shard, torch_cuda):
 def test_an_unknown_index_gpu_is_an_input_error(shard, value):
     with pytest.raises(InputError, match="config: index.gpu: expected one of auto, True, False, torch"):
         read_index(_index(shard, "Flat"), use_gpu=value)
+
+
+@pytest.mark.parametrize("driver", [False, True])
+def test_a_machine_without_a_gpu_driver_searches_without_importing_torch(tmp_path, driver):
+    """index.gpu auto on a CPU machine: no driver node, so torch (seconds of CPU a search job) is
+    never imported to learn there is no CUDA; with a driver node torch is asked, as before."""
+    node = tmp_path / ("nvidiactl" if driver else "absent")
+    node.touch() if driver else None
+    code = ("import sys, dcsr.drivers as d; "
+            f"d.gpu_driver_present.__defaults__ = (({str(node)!r},),); "
+            "import dcsr.retrieval.index as ix; print(ix.torch_cuda_available(), 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert r.returncode == 0, r.stderr
+    import torch
+
+    assert r.stdout.split() == ([str(torch.cuda.is_available()), "True"] if driver else ["False", "False"])

@@ -33,8 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# device nodes of the drivers torch's CUDA (NVIDIA), ROCm (AMD) and WSL2's CUDA go through
-DRIVER_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+from dcsr.drivers import DRIVER_NODES, gpu_driver_present
 
 _PROBE = """
 import json
@@ -74,7 +73,7 @@ def gpus_here(python: str = sys.executable) -> dict[str, int]:
     asked of ``python`` in a child process (0 where it fails, or where no GPU driver or
     ``CUDA_VISIBLE_DEVICES`` hides them all, without asking)."""
     none = {"torch": 0, "faiss": 0}
-    if listed_devices() == [] or not any(os.path.exists(p) for p in DRIVER_NODES):
+    if listed_devices() == [] or not gpu_driver_present(DRIVER_NODES):
         return none
     try:
         r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)

@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 from tqdm import tqdm
 
+from dcsr.drivers import gpu_driver_present
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import VerifiedReader, load_array, read_verified, seal, warn_unverified
@@ -313,7 +314,10 @@ def _to_faiss_gpus(index, what: str):
 
 
 def torch_cuda_available() -> bool:
-    """Whether torch is installed and sees a CUDA GPU (False without torch)."""
+    """Whether torch is installed and sees a CUDA GPU (False without torch). Without a GPU driver
+    on the machine torch is not imported, which would cost the search job seconds of CPU."""
+    if not gpu_driver_present():
+        return False
     try:
         import torch
     except ImportError:

@@ -1,0 +1,19 @@
+"""Whether this machine has a GPU driver at all, from its device nodes alone.
+
+Importing torch costs seconds of CPU (2.5 s on a 2-core Zen 1), and so does asking faiss. A job
+on a machine without a GPU driver has no GPU to find, so it asks nothing and pays nothing: the
+search jobs' ``index.gpu: auto`` (:func:`dcsr.retrieval.index.torch_cuda_available`) and the
+GPU count of the DAG (:func:`dcsr.pipeline.gpus.gpus_here`) look here first.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Device nodes of the drivers that torch's CUDA (NVIDIA), ROCm (AMD) and WSL2's CUDA go through.
+DRIVER_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_driver_present(nodes=DRIVER_NODES) -> bool:
+    """Whether one of ``nodes`` exists: without one, neither torch nor faiss can see a GPU."""
+    return any(os.path.exists(p) for p in nodes)
