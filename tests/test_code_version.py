@@ -179,3 +179,37 @@ def test_a_different_torch_version_plans_the_embedding_and_what_follows(versions
     cv.package_version.cache_clear()
     moved = {s for s in scripts if plan.code_version(s) != before[s]}
     assert moved == {"train_biencoder.py", "export_encoder.py"}
+
+
+def test_the_digest_of_a_file_is_pinned(tmp_path):
+    """How a file's meaning is digested is part of every rule's ``code`` param: computed another
+    way, the same code would give another version and rerun every job of every finished
+    ``results:`` folder. So the digest of a fixed file is pinned (docstrings of a module, a class,
+    a function left out, one that is a whole body too; a second string kept, it is code), and a
+    faster computation must give it to the bit."""
+    path = tmp_path / "snippet.py"
+    path.write_text(textwrap.dedent('''\
+        """A module docstring."""
+        import os
+
+
+        class A:
+            """Class doc."""
+
+            def f(self, x: int = 3) -> int:
+                """Only a docstring and a return."""
+                return x + 1
+
+
+        def g():
+            """Just a docstring."""
+
+
+        async def h():
+            "one line"
+            "a second string is code"
+            return [i for i in range(2) if i]
+        '''))
+    assert cv.source_digest(path).hex() == "a31e51a2a75c3ccd078fe55568c1180f1f8854f817b03879e84b63a7193f903b"
+    path.write_text(path.read_text().replace('"a second string is code"', '"another string"'))
+    assert cv.source_digest(path).hex() != "a31e51a2a75c3ccd078fe55568c1180f1f8854f817b03879e84b63a7193f903b"

@@ -56,8 +56,15 @@ def file_imports(path: Path, package: str = "", skip_optional: bool = True) -> s
 
 
 @functools.lru_cache(maxsize=None)
+def _tree(path: Path, stamp: tuple[int, int]) -> ast.Module:
+    """The syntax tree of ``path`` as it is at ``stamp``, parsed once per process for both its
+    imports and its digest (never changed: :func:`_dump` skips docstrings as it goes)."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+@functools.lru_cache(maxsize=None)
 def _file_imports(path: Path, package: str, skip_optional: bool, stamp: tuple[int, int]) -> frozenset[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _tree(path, stamp)
     optional = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and any(map(_catches_import_error, t.handlers))
                 for stmt in t.body for n in ast.walk(stmt)} if skip_optional else set()
     out = set()
@@ -79,7 +86,10 @@ def _file_imports(path: Path, package: str, skip_optional: bool, stamp: tuple[in
     return frozenset(m for m in out if m)
 
 
+@functools.lru_cache(maxsize=None)
 def _dcsr_file(src: Path, module: str) -> Path | None:
+    """The file that importing ``module`` runs under ``src``, looked up once per process (every
+    script's walk asks for the same modules)."""
     p = src.joinpath(*module.split("."))
     for f in (p / "__init__.py", p.with_suffix(".py")):
         if f.is_file():
@@ -136,21 +146,26 @@ NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                node.body = node.body[1:]
-    return tree
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _field(node: ast.AST, name: str):
+    """``node``'s field ``name``, without the docstring that opens the body of a module, class
+    or function."""
+    value = getattr(node, name, None)
+    if name == "body" and isinstance(node, _DOCUMENTED) and value:
+        first = value[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            return value[1:]
+    return value
 
 
 def _dump(node) -> str:
-    """``ast.dump(node, include_attributes=False)`` with empty and None fields left out (as
-    Python 3.13's ``show_empty=False``) on every Python, so that a field a newer Python adds
-    to the tree (3.12's ``type_params=[]``) changes no version."""
+    """``ast.dump(node, include_attributes=False)`` without docstrings, and with empty and None
+    fields left out (as Python 3.13's ``show_empty=False``) on every Python, so that a field a
+    newer Python adds to the tree (3.12's ``type_params=[]``) changes no version."""
     if isinstance(node, ast.AST):
-        fields = ((name, getattr(node, name, None)) for name in node._fields)
+        fields = ((name, _field(node, name)) for name in node._fields)
         return f"{type(node).__name__}(" + ", ".join(
             f"{name}={_dump(value)}" for name, value in fields if value is not None and value != []) + ")"
     if isinstance(node, list):
@@ -166,8 +181,7 @@ def source_digest(path: Path) -> bytes:
 
 @functools.lru_cache(maxsize=None)
 def _source_digest(path: Path, stamp: tuple[int, int]) -> bytes:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return hashlib.sha256(_dump(_strip_docstrings(tree)).encode()).digest()
+    return hashlib.sha256(_dump(_tree(path, stamp)).encode()).digest()
 
 
 @functools.lru_cache(maxsize=None)
