@@ -1,7 +1,7 @@
 """Whether this machine has a GPU driver at all, from its device nodes alone.
 
-Importing torch costs seconds of CPU: a search job on a Zen 1 took 2.35 s of CPU with it and
-0.38 s without. A job on a machine without a GPU driver has no GPU to find, so it asks nothing: the
+Importing torch costs seconds of CPU: the same search job on a Zen 1 took 2.41-2.52 s of CPU
+with it and 0.46-0.47 s without. A job on a machine without a GPU driver has no GPU to find, so it asks nothing: the
 search jobs' ``index.gpu: auto`` (:func:`dcsr.retrieval.index.torch_cuda_available`) and the
 GPU count of the DAG (:func:`dcsr.pipeline.gpus.gpus_here`) look here first.
 """
