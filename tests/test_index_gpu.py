@@ -285,7 +285,7 @@ def test_a_machine_without_a_gpu_driver_searches_without_importing_torch(tmp_pat
     node = tmp_path / ("nvidiactl" if driver else "absent")
     node.touch() if driver else None
     code = ("import sys, dcsr.drivers as d; "
-            f"d.gpu_driver_present.__defaults__ = (({str(node)!r},),); "
+            f"d.DRIVER_NODES = ({str(node)!r},); "
             "import dcsr.retrieval.index as ix; print(ix.torch_cuda_available(), 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(REPO / "src")})

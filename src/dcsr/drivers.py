@@ -14,6 +14,7 @@ import os
 DRIVER_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
 
 
-def gpu_driver_present(nodes=DRIVER_NODES) -> bool:
-    """Whether one of ``nodes`` exists: without one, neither torch nor faiss can see a GPU."""
-    return any(os.path.exists(p) for p in nodes)
+def gpu_driver_present(nodes=None) -> bool:
+    """Whether one of ``nodes`` (:data:`DRIVER_NODES` as it is when asked) exists: without one,
+    neither torch nor faiss can see a GPU."""
+    return any(os.path.exists(p) for p in (DRIVER_NODES if nodes is None else nodes))
