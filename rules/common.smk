@@ -3,7 +3,6 @@
 # the shell prefix, and the wildcards' shapes.
 import json
 import os
-import shlex
 import sys
 
 import yaml
@@ -19,6 +18,7 @@ from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
 from dcsr.pipeline.gpus import gpus_here as _gpus_here  # noqa: E402
+from dcsr.pipeline.job_shell import job_shell_prefix  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
@@ -44,22 +44,15 @@ SCRIPTS = str(Path(workflow.basedir) / "workflow" / "scripts")
 
 # Scripts import the dcsr package from src/, whichever environment runs them. Without
 # --use-conda, jobs run with the Python that runs Snakemake (the project's venv), even when
-# that venv is not activated.
+# that venv is not activated (the shell prefix: dcsr.pipeline.job_shell).
 from snakemake.settings.types import DeploymentMethod  # noqa: E402
 
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-# The two folders are quoted (a checkout path may hold spaces or quotes) and their braces
-# doubled (Snakemake formats the prefix as it formats each command).
-def _shell_path(path):
-    return shlex.quote(str(path)).replace("{", "{{").replace("}", "}}")
-
-
-_path = "" if USE_CONDA else f"export PATH={_shell_path(Path(sys.executable).parent)}:\"$PATH\"; "
 # Every job knows the results folder, so that no write of dcsr.fsutil.atomic_path follows a link
-# planted under it to a folder outside it.
+# planted under it to a folder outside it; the rest of the prefix: dcsr.pipeline.job_shell.
 os.environ[RESULTS_ENV] = os.path.abspath(plan.results)
-_results_env = f"export {RESULTS_ENV}={_shell_path(os.environ[RESULTS_ENV])}; "
-shell.prefix(f"set -euo pipefail; {_path}{_results_env}export PYTHONPATH={_shell_path(Path(workflow.basedir) / 'src')}\"${{{{PYTHONPATH:+:$PYTHONPATH}}}}\"; ")
+shell.prefix(job_shell_prefix(Path(workflow.basedir) / "src", os.environ[RESULTS_ENV],
+                              None if USE_CONDA else Path(sys.executable).parent))
 
 
 # GPUs (dcsr.pipeline.gpus). A GPU rule's `gpu` resource is its config's count, or 1 where that

@@ -6,6 +6,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# As every pipeline job (dcsr.pipeline.job_shell), before torch loads OpenMP: `make test`'s two
+# workers share the cores, and threads spinning at OpenMP's barriers hold the cores the other needs.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parents[1]
 
