@@ -128,8 +128,6 @@ NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
     "export_encoder.py": (*_ENCODE, PKG),
     "train_biencoder.py": (*_ENCODE, PKG),
     "export_model.py": _ENCODE,
-    # the shards' FAISS indexes merged into one, and a DPR model's question encoder exported
-    "export_pyserini.py": ("faiss", *_ENCODE),
     # Pyserini's index (faiss writes it) and a DPR model's question encoder
     "export_pyserini.py": (*_ENCODE, "faiss"),
     # embedding: torch, or the OpenVINO or ONNX Runtime twin of the encoder (embed.backend)
