@@ -6,9 +6,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# As every pipeline job (dcsr.pipeline.job_shell), before torch loads OpenMP: `make test`'s two
-# workers share the cores, and threads spinning at OpenMP's barriers hold the cores the other needs.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# As every pipeline job gets them (dcsr.pipeline.job_shell: OMP_WAIT_POLICY=PASSIVE), before torch
+# loads OpenMP: `make test`'s two workers share the cores, and threads spinning at OpenMP's barriers
+# hold the cores the other needs. (job_shell imports neither torch nor numpy.)
+from dcsr.pipeline.job_shell import JOB_DEFAULTS  # noqa: E402
+
+for _name, _value in JOB_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,11 +11,11 @@ import pytest
 from dcsr.fsutil import RESULTS_ENV
 from dcsr.pipeline.job_shell import job_shell_prefix
 
-SHOW = 'printf "%s\\n" "$OMP_WAIT_POLICY" "$PYTHONPATH" "$DCSR_RESULTS" "$(command -v python)"'
+SHOW = f'printf "%s\\n" "$OMP_WAIT_POLICY" "$PYTHONPATH" "${RESULTS_ENV}" "$(command -v python)"'
 
 
 def _job_env(prefix: str, env: dict) -> list[str]:
-    r = subprocess.run(["bash", "-c", prefix.format() + SHOW.replace("DCSR_RESULTS", RESULTS_ENV)],
+    r = subprocess.run(["bash", "-c", prefix.format() + SHOW],
                        capture_output=True, text=True, env=env, check=True)
     return r.stdout.splitlines()
 
