@@ -448,7 +448,7 @@ def write_coverage(stats: Sequence[tuple[str, float, dict]], paper_names: Mappin
     table = "attribution_table3"
     source = paper.get(table, {}).get("source", table)
     full = {d: s for d, f, s in stats if f == 1.0}
-    missing = sorted({d for d, _f, _s in stats} - set(full))
+    missing = sorted({entry[0] for entry in stats} - set(full))
     if missing:
         raise InputError("coverage statistics", f"no 100% entry for {', '.join(missing)}")
     rows = []
@@ -474,7 +474,7 @@ def write_coverage(stats: Sequence[tuple[str, float, dict]], paper_names: Mappin
         lines += ["", f"Paper rows ({source}): NQ, Trivia, SQuAD; none of these datasets is one of them."]
     else:
         lines += ["", f"Paper rows: {source}."]
-    sweeps = sorted({d for d, f, _s in stats if f != 1.0})
+    sweeps = sorted({d for d, fraction, _stats in stats if fraction != 1.0})
     if sweeps:
         lines += ["", "Sweep samples (Figure 4; normalized = % of the 100% value):", ""]
         lines += _md_table(["Dataset", "Fraction", "Questions", "Coverage", "Overlap", "Unique", "Coverage norm. %",
