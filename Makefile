@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
-# GPU jobs at once: the GPUs torch sees here (dcsr.pipeline.gpus; none: the flag is left out)
+# GPU jobs at once: the GPUs torch sees here, times DCSR_JOBS_PER_GPU (dcsr.pipeline.gpus; none: the flag is left out)
 GPUS ?= $(shell PYTHONPATH=$(CURDIR)/src $(BIN)/python -m dcsr.pipeline.gpus --count 2>/dev/null || echo 0)
 
 demo: $(STAMP)

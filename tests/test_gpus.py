@@ -111,6 +111,55 @@ def test_each_holder_gets_its_own_gpus_and_a_request_is_all_or_nothing(tmp_path)
         gpus.acquire(1, devices, tmp_path, poll=0.05, timeout=0.2)
 
 
+def test_with_slots_jobs_share_a_gpu_up_to_the_count_and_never_take_two_slots_of_one(tmp_path):
+    devices = ["0", "1"]
+    held = [gpus.try_acquire(1, devices, tmp_path, slots=3) for _ in range(6)]
+    assert [[d for d, _ in h] for h in held] == [["0"]] * 3 + [["1"]] * 3  # three a GPU
+    assert gpus.try_acquire(1, devices, tmp_path, slots=3) is None  # the seventh waits
+    os.close(held[4][0][1])
+    assert [d for d, _ in gpus.try_acquire(1, devices, tmp_path, slots=3)] == ["1"]  # the freed slot
+    # a two-GPU job takes one slot on each of two GPUs, or none
+    fresh = tmp_path / "two"
+    a = gpus.try_acquire(2, devices, fresh, slots=2)
+    assert [d for d, _ in a] == ["0", "1"]
+    b = gpus.try_acquire(2, devices, fresh, slots=2)
+    assert [d for d, _ in b] == ["0", "1"]
+    assert gpus.try_acquire(1, devices, fresh, slots=2) is None
+    # one job a GPU (the default) is slot 0 alone: the lock file of before
+    assert gpus._lock_name("0") == "gpu-0.lock" and gpus._lock_name("0", 2) == "gpu-0.slot2.lock"
+
+
+@pytest.mark.parametrize("value, want", [(None, 1), ("", 1), ("1", 1), ("4", 4), ("0", ValueError),
+                                         ("two", ValueError), ("-1", ValueError)])
+def test_jobs_per_gpu_is_read_from_the_environment(value, want):
+    env = {} if value is None else {gpus.JOBS_PER_GPU_ENV: value}
+    if want is ValueError:
+        with pytest.raises(ValueError, match=gpus.JOBS_PER_GPU_ENV):
+            gpus.jobs_per_gpu(env)
+    else:
+        assert gpus.jobs_per_gpu(env) == want
+
+
+def test_shared_gpus_start_jobs_side_by_side_and_count_the_slots(tmp_path):
+    flag = tmp_path / "done"
+    share = {"CUDA_VISIBLE_DEVICES": "4", gpus.JOBS_PER_GPU_ENV: "2"}
+    first = [_starter(tmp_path, 1, _hold(flag), share, torch_gpus=1) for _ in range(2)]
+    assert sorted(p.stdout.readline().strip() for p in first) == ["4", "4"]  # both on GPU 4 at once
+    third = _starter(tmp_path, 1, SHOW, share, torch_gpus=1)
+    time.sleep(1.5)
+    assert third.poll() is None  # its two slots are held: it waits
+    flag.touch()
+    out, err = third.communicate(timeout=30)
+    assert third.returncode == 0 and out.strip() == "4" and "one of 2 jobs a GPU" in err
+    for p in first:
+        assert p.wait(timeout=30) == 0
+    count = _starter(tmp_path, "--count", [], share, torch_gpus=1)
+    assert count.communicate(timeout=30)[0].strip() == "2"
+    bad = _starter(tmp_path, 1, SHOW, {gpus.JOBS_PER_GPU_ENV: "0"})
+    _, err = bad.communicate(timeout=30)
+    assert bad.returncode == 1 and "DCSR_JOBS_PER_GPU='0'" in err
+
+
 def _starter(tmp_path, n, command, env_extra=None, torch_gpus=4):
     """``python -m dcsr.pipeline.gpus n -- command`` on a machine whose torch sees ``torch_gpus``."""
     code = ("import sys; from dcsr.pipeline import gpus; "
@@ -119,7 +168,8 @@ def _starter(tmp_path, n, command, env_extra=None, torch_gpus=4):
     env.pop("SLURM_JOB_ID", None)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.update(env_extra or {})
-    return subprocess.Popen([sys.executable, "-c", code, str(n), "--", *command], env=env, stdout=subprocess.PIPE,
+    args = [str(n), "--", *command] if command else [str(n)]
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

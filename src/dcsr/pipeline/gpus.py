@@ -15,6 +15,13 @@ parts fix that:
   exit. A job that finds fewer than N
   free waits, holding none meanwhile (no two jobs can block each other). With N = 0, without
   GPUs, or inside a Slurm job (Slurm binds the job's own GPUs) it execs the command untouched.
+- ``DCSR_JOBS_PER_GPU`` (:func:`jobs_per_gpu`, default 1) lets that many jobs share each GPU,
+  each holding one of its slots (a lock file each; slot 0's is the one-job lock), never two
+  slots of one GPU. A job holds its GPU from its start to its end, its imports included, so
+  small models on a large GPU (a test config: a GPU job of a tiny BERT is some 10 s of Python
+  and CUDA start for under a second on the GPU) run one at a time without it. Runs that share
+  a machine share slots 0 to K-1: give them the same value. ``--count`` prints the GPUs times
+  the slots, the ``--resources gpu=`` that ``make demo`` passes.
 
 Torch and faiss are asked in a child process, only where a GPU driver is present, so a CPU
 machine pays nothing and the process that builds the DAG never initialises CUDA.
@@ -97,21 +104,43 @@ def lock_dir(env=None) -> Path:
     return Path(env.get("DCSR_GPU_LOCK_DIR") or Path(tempfile.gettempdir()) / f"dcsr-gpu-locks-{os.getuid()}")
 
 
-def _lock_name(device: str) -> str:
-    return "gpu-" + re.sub(r"[^A-Za-z0-9_.-]", "_", device) + ".lock"
+JOBS_PER_GPU_ENV = "DCSR_JOBS_PER_GPU"
 
 
-def try_acquire(n: int, devices: list[str], where: Path) -> list[tuple[str, int]] | None:
-    """``n`` of ``devices`` whose lock files in ``where`` this process could lock, as (device,
-    open descriptor holding the lock); None, holding nothing, where fewer than ``n`` are free."""
+def jobs_per_gpu(env=None) -> int:
+    """How many jobs may share one GPU: ``DCSR_JOBS_PER_GPU``, default 1 (a GPU a job)."""
+    value = (os.environ if env is None else env).get(JOBS_PER_GPU_ENV, "").strip()
+    if not value:
+        return 1
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{JOBS_PER_GPU_ENV}={value!r}: expected a whole number of jobs, at least 1")
+    return int(value)
+
+
+def _lock_name(device: str, slot: int = 0) -> str:
+    return "gpu-" + re.sub(r"[^A-Za-z0-9_.-]", "_", device) + (f".slot{slot}" if slot else "") + ".lock"
+
+
+def _lock_one(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def try_acquire(n: int, devices: list[str], where: Path, slots: int = 1) -> list[tuple[str, int]] | None:
+    """``n`` of ``devices``, each with one of its ``slots`` lock files in ``where`` that this
+    process could lock, as (device, open descriptor holding the lock); None, holding nothing,
+    where fewer than ``n`` have a free slot."""
     where.mkdir(parents=True, exist_ok=True)
     held = []
     for device in devices:
-        fd = os.open(where / _lock_name(device), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = next((fd for slot in range(slots) if (fd := _lock_one(where / _lock_name(device, slot))) is not None),
+                  None)
+        if fd is None:
             continue
         held.append((device, fd))
         if len(held) == n:
@@ -122,14 +151,14 @@ def try_acquire(n: int, devices: list[str], where: Path) -> list[tuple[str, int]
 
 
 def acquire(n: int, devices: list[str], where: Path, poll: float = 2.0, timeout: float | None = None,
-            say=None) -> list[tuple[str, int]]:
-    """:func:`try_acquire` until ``n`` devices are free (every ``poll`` seconds, at most
+            say=None, slots: int = 1) -> list[tuple[str, int]]:
+    """:func:`try_acquire` until ``n`` devices have a free slot (every ``poll`` seconds, at most
     ``timeout``). Raises ValueError where ``devices`` has fewer than ``n``, TimeoutError."""
     if n > len(devices):
         raise ValueError(f"the job needs {n} GPU(s), and this machine shows {len(devices)} "
                          f"({','.join(devices) or 'none'})")
     start, told = time.monotonic(), False
-    while (held := try_acquire(n, devices, where)) is None:
+    while (held := try_acquire(n, devices, where, slots)) is None:
         if timeout is not None and time.monotonic() - start > timeout:
             raise TimeoutError(f"no {n} of the GPUs {','.join(devices)} came free in {timeout:g} s (locks in {where})")
         if say and not told:
@@ -152,9 +181,13 @@ def visible_devices(env=None) -> list[str]:
 
 def run(argv: list[str]) -> None:
     """``N -- COMMAND...``: exec COMMAND on N GPUs of its own (see the module's doc); ``--count``
-    prints the GPUs visible here."""
+    prints the GPU jobs that may run here at once (the GPUs visible here times :func:`jobs_per_gpu`)."""
+    try:
+        slots = jobs_per_gpu()
+    except ValueError as e:
+        raise SystemExit(f"dcsr.pipeline.gpus: {e}") from None
     if argv[:1] == ["--count"]:
-        print(len(visible_devices()))
+        print(len(visible_devices()) * slots)
         return
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
         raise SystemExit("usage: python -m dcsr.pipeline.gpus N -- COMMAND [ARG...] | --count")
@@ -163,11 +196,12 @@ def run(argv: list[str]) -> None:
         say = lambda msg: print(f"dcsr.pipeline.gpus: {msg}", file=sys.stderr, flush=True)  # noqa: E731
         if n > len(devices):
             say(f"the job asks for {n} GPUs; this machine shows {len(devices)}, which it gets")
-        held = acquire(min(n, len(devices)), devices, lock_dir(), say=say)
+        held = acquire(min(n, len(devices)), devices, lock_dir(), say=say, slots=slots)
         for _, fd in held:
             os.set_inheritable(fd, True)
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(d for d, _ in held)
-        say(f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']}")
+        say(f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']}"
+            + (f" (one of {slots} jobs a GPU, {JOBS_PER_GPU_ENV})" if slots > 1 else ""))
     sys.stdout.flush()
     os.execvp(command[0], command)
 
