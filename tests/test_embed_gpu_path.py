@@ -4,6 +4,7 @@ are taken on CUDA only (the CUDA branch runs here against stand-ins); padding a 
 multiple of 8 tokens, as on CUDA, leaves CLS, mean and DCSR's marker vectors equal within fp32
 rounding; SDPA and the torch.compile opt-in."""
 
+import os
 import threading
 
 import numpy as np
@@ -188,3 +189,45 @@ def test_sdpa_and_the_compile_opt_in(tiny_bert, monkeypatch):
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compiled.append((type(self).__name__, kw)))
     embed.compile_encoders(m, "max-autotune")
     assert [kw for _, kw in compiled] == [{"dynamic": True, "mode": "max-autotune"}] * len(embed._encoders(m))
+
+
+@pytest.mark.parametrize("device, env, threads, want_env, want", [
+    # the scripts' default on CUDA: the tokenizer gets the job's threads
+    ("cuda", {"TOKENIZERS_PARALLELISM": "false", "DCSR_TOKENIZERS_PARALLELISM_DEFAULTED": "1"}, 8,
+     {"TOKENIZERS_PARALLELISM": "true", "RAYON_NUM_THREADS": "8"}, 8),
+    # a RAYON_NUM_THREADS the user set stands
+    ("cuda", {"TOKENIZERS_PARALLELISM": "false", "DCSR_TOKENIZERS_PARALLELISM_DEFAULTED": "1",
+              "RAYON_NUM_THREADS": "3"}, 8, {"TOKENIZERS_PARALLELISM": "true", "RAYON_NUM_THREADS": "3"}, 3),
+    # the user's own false stands on CUDA too
+    ("cuda", {"TOKENIZERS_PARALLELISM": "false"}, 8, {"TOKENIZERS_PARALLELISM": "false"}, 1),
+    # on a CPU the job's cores encode: nothing changes
+    ("cpu", {"TOKENIZERS_PARALLELISM": "false", "DCSR_TOKENIZERS_PARALLELISM_DEFAULTED": "1"}, 8,
+     {"TOKENIZERS_PARALLELISM": "false"}, 1),
+    # a one-thread job has nothing to share
+    ("cuda", {"TOKENIZERS_PARALLELISM": "false", "DCSR_TOKENIZERS_PARALLELISM_DEFAULTED": "1"}, 1,
+     {"TOKENIZERS_PARALLELISM": "false"}, 1),
+])
+def test_the_tokenizer_takes_the_jobs_threads_on_cuda_only(device, env, threads, want_env, want):
+    assert embed.parallel_tokenizer(device, threads, env) == want
+    assert {k: env.get(k) for k in want_env} == want_env
+    if "RAYON_NUM_THREADS" not in want_env:
+        assert "RAYON_NUM_THREADS" not in env
+
+
+def test_scripts_mark_the_default_they_chose_and_not_the_users(monkeypatch):
+    from dcsr.cli import TOKENIZERS_DEFAULTED_ENV, script
+
+    seen = {}
+
+    @script
+    def main():
+        seen.update({k: os.environ.get(k) for k in ("TOKENIZERS_PARALLELISM", TOKENIZERS_DEFAULTED_ENV)})
+
+    monkeypatch.delenv(TOKENIZERS_DEFAULTED_ENV, raising=False)
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    main()
+    assert seen == {"TOKENIZERS_PARALLELISM": "false", TOKENIZERS_DEFAULTED_ENV: "1"}
+    monkeypatch.delenv(TOKENIZERS_DEFAULTED_ENV)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # the user's
+    main()
+    assert seen == {"TOKENIZERS_PARALLELISM": "false", TOKENIZERS_DEFAULTED_ENV: None}

@@ -12,12 +12,19 @@ import sys
 from dcsr.errors import InputError
 
 
+# Set (to "1") where :func:`script` chose TOKENIZERS_PARALLELISM=false rather than the user: a job
+# may then lift it (dcsr.retrieval.embed.parallel_tokenizer, on CUDA); the user's choice stands.
+TOKENIZERS_DEFAULTED_ENV = "DCSR_TOKENIZERS_PARALLELISM_DEFAULTED"
+
+
 def script(main):
     """Decorate a script's ``main()``."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if "TOKENIZERS_PARALLELISM" not in os.environ:
+            os.environ["TOKENIZERS_PARALLELISM"] = "false"
+            os.environ[TOKENIZERS_DEFAULTED_ENV] = "1"
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         try:

@@ -500,10 +500,33 @@ def _load_for_inference(model_dir, device: str, precision: str = "fp32", compile
     compiled = compiled and compile
     if compiled:
         compile_encoders(model, mode)
-    log.info("compute precision %s (embed.precision: %s, device %s, %d torch threads), attention %s%s", resolved,
-             precision, dev, torch.get_num_threads(), "/".join(map(str, dict.fromkeys(attention))),
+    tokenizer_threads = parallel_tokenizer(dev.type, torch.get_num_threads())
+    log.info("compute precision %s (embed.precision: %s, device %s, %d torch threads, tokenizer on %d), "
+             "attention %s%s", resolved, precision, dev, torch.get_num_threads(), tokenizer_threads,
+             "/".join(map(str, dict.fromkeys(attention))),
              f", torch.compile (mode {mode or 'default'})" if compiled else "")
     return dev, tokenizer, model, meta, resolved
+
+
+def parallel_tokenizer(device_type: str, threads: int, env=None) -> int:
+    """The threads the Rust tokenizer may use in this job: the job's ``threads`` on CUDA, 1 on a CPU.
+
+    On a GPU one core tokenizes slower than the GPU encodes: on the H200 machine of 2026-11-28
+    (benchmarks/gpu/gpu.md) bert-base in bf16 embedded 6,893 DPR passages/s, while one core of its
+    Xeon tokenized 2,056 (13,295 on 16). So on CUDA, where the scripts' default
+    ``TOKENIZERS_PARALLELISM=false`` stands (:data:`dcsr.cli.TOKENIZERS_DEFAULTED_ENV`), it turns
+    true and ``RAYON_NUM_THREADS`` (unless set) is the job's threads, read by the tokenizer's pool
+    when it first starts. On a CPU the job's cores encode, and a user's TOKENIZERS_PARALLELISM
+    stands everywhere. Tokens are the same either way."""
+    from dcsr.cli import TOKENIZERS_DEFAULTED_ENV
+
+    env = os.environ if env is None else env
+    if device_type == "cuda" and env.get(TOKENIZERS_DEFAULTED_ENV) == "1" and threads > 1:
+        env["TOKENIZERS_PARALLELISM"] = "true"
+        env.setdefault("RAYON_NUM_THREADS", str(threads))
+    if str(env.get("TOKENIZERS_PARALLELISM", "")).lower() in ("1", "true", "yes", "on"):
+        return int(env.get("RAYON_NUM_THREADS") or os.cpu_count() or 1)
+    return 1
 
 
 def resolve_backend(setting: str, device_type: str, precision: str) -> str:
