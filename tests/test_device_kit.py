@@ -1,5 +1,5 @@
 """The GPU kit's pack (benchmarks/gpu/pack.py): which wheels the device needs, whether a pack
-holds them and fits what travels, the slimmed wheels, and the three `run` calls of its README.
+holds them and fits what travels, the slimmed wheels, and the two `run` calls of its README.
 Nothing here downloads; a packed .kit/ is checked when there is one."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib.metadata as md
 import importlib.util
 import json
+import os
 import re
 import subprocess
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -186,18 +188,21 @@ def _calls() -> list[dict]:
     return [json.loads(block) for block in re.findall(r"```json\n(.*?)\n\s*```", text, re.S)]
 
 
-def test_the_readmes_three_calls_fit_the_device():
+def test_the_readmes_two_calls_fit_the_device():
     calls = _calls()
-    assert len(calls) == 3
+    assert len(calls) == 2
     parts = [re.search(r"kit\.sh ([a-z ]+?) 2>&1", c["command"]).group(1).split() for c in calls]
-    assert parts == [["smoke", "cuda"], ["dag"], ["speed"]]
+    assert parts == [["smoke", "cuda", "dag", "bundle"], ["speed", "bundle"]]  # bundle last: at most 8 files back
     script = (GPU / "kit.sh").read_text(encoding="utf-8")
     for call, names in zip(calls, parts):
         assert len(call["command"]) <= 2000 and call["carry"] == [".kit"] and 1 <= call["timeout_s"] <= 600
         assert call["command"].startswith("set -o pipefail;") and "| tee $OUT/" in call["command"]
         for name in names:
             assert re.search(rf"^{name}\(\) {{", script, re.M), name
-    # the three at their limits, and a machine's start, inside a session's 15 minutes
+    # the DAG is stopped with time left in its call for the table, the pins and the bundle
+    dag_seconds = int(re.search(r"KIT_DAG_SECONDS=(\d+)", calls[0]["command"]).group(1))
+    assert dag_seconds + 71 + 28 + 45 <= calls[0]["timeout_s"]  # the suite and smoke as the H200 took them
+    # both at their limits, and a machine's start, inside a session's 15 minutes
     assert sum(c["timeout_s"] for c in calls) + 90 <= 15 * 60
     assert subprocess.run(["bash", "-n", str(GPU / "kit.sh")]).returncode == 0
     # .kit travels only when carried: git ignores it
@@ -215,3 +220,23 @@ def test_a_packed_kit_is_complete_and_fits(tmp_path):
     assert pack.stale_dag(pack.KIT) == [], "the device would run BM25 jobs again: pack again"
     manifest = json.loads((pack.KIT / "MANIFEST.json").read_text())
     assert manifest["required"] == required, "the environment moved since the pack: run pack.py again"
+
+
+def test_bundle_packs_every_output_but_the_logs_into_one_archive(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    names = [f"f{i}.json" for i in range(11)] + ["dag-logs.tgz"]
+    for name in names:
+        (out / name).write_text(name)
+    (out / "kit-1.log").write_text("log")
+    env = {**os.environ, "OUT": str(out), "KIT_SKIP_INSTALL": "1"}
+    for n in (1, 2):
+        r = subprocess.run(["bash", str(GPU / "kit.sh"), "bundle"], cwd=REPO, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        if n == 1:
+            (out / "later.json").write_text("later")  # a second part's outputs go to a second archive
+    assert sorted(p.name for p in out.iterdir()) == ["kit-1.log", "outputs-1.tgz", "outputs-2.tgz"]
+    with tarfile.open(out / "outputs-1.tgz") as t:
+        assert sorted(t.getnames()) == sorted(names) and t.extractfile("f3.json").read() == b"f3.json"
+    with tarfile.open(out / "outputs-2.tgz") as t:
+        assert t.getnames() == ["later.json"]

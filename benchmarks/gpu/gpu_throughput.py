@@ -248,8 +248,11 @@ def main():
                     "top_ops": top_ops(lambda: run(path, model, size, n=min(size, a.passages)), cuda)}
     for p in result["paths"].values():
         p["best"] = max(p["runs"], key=lambda r: r["passages_per_s"])
-    eager = [r for r in result["paths"].get("dpr", {}).get("runs", []) if not r["compile"]]
-    flags = f"--gpu-embed-passages-per-s {max(r['passages_per_s'] for r in eager):.0f}" if eager else ""
+    flags = ""
+    for path, flag in (("dpr", "--gpu-embed-passages-per-s"), ("dcsr", "--gpu-embed-passages-per-s-dcsr")):
+        eager = [r for r in result["paths"].get(path, {}).get("runs", []) if not r["compile"]]
+        if eager:
+            flags += f" {flag} {max(r['passages_per_s'] for r in eager):.0f}"
     if a.vectors > 0:
         flags += f" --gpu-search-vector-queries-per-s {search(a, result):.3g}"
     result["resource_plan_flags"] = flags.strip()

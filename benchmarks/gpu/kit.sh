@@ -7,15 +7,16 @@
 #          two processes on one GPU, embedding on CUDA against the CPU)
 #   dag    the ci config's real DAG (tiny BERT) on CUDA from the carried BM25 part, GPU processes
 #          sampled each second, then check_pins.py against the ci pins
-#   speed  training steps at the paper's batch (128, lengths 256/256) with and without GradCache,
-#          DCSR too, a bert-base-shaped random encoder; then gpu_throughput.py
+#   speed  gpu_throughput.py; then training steps at the paper's batch (128, lengths 256/256) with
+#          and without GradCache, DCSR too, a bert-base-shaped random encoder
+#   bundle every output file but the logs into one outputs-<n>.tgz (a call brings back 8 files)
 #   bash benchmarks/gpu/kit.sh PART...        (in the repository's root; results go to $OUT)
 # Each part prints its seconds. A `run` call pipes it into `tee $OUT/kit.log` (README.md), which
 # comes back even when the call is stopped at its limit.
 # Here (no GPU, cp311): KIT_SKIP_INSTALL=1 DCSR_CUDA_SUITE_ON_CPU=1 KIT_SPEED=cpu runs the parts on this
 # venv, to try the script itself.
 set -uo pipefail
-[ $# -ge 1 ] || { echo "usage: $0 smoke|cuda|dag|speed ..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 smoke|cuda|dag|speed|bundle ..." >&2; exit 2; }
 OUT=${OUT:-/tmp/kit-out}
 KIT=${KIT:-.kit}
 REPO=$PWD
@@ -93,7 +94,10 @@ dag() {
   # --rerun-triggers mtime: the BM25 jobs were made on another machine, whose code digests, paths
   # and software differ; their outputs are newer than their inputs, which is what counts here
   # stopped inside the call's limit (README: 360 s), so that the table, the pins and the logs still come back
-  timeout "${KIT_DAG_SECONDS:-290}" python -m snakemake --snakefile "$REPO/Snakefile" --directory "$work" --cores "${KIT_CORES:-16}" \
+  # DCSR_JOBS_PER_GPU: the tiny BERT's jobs share the GPU (dcsr.pipeline.gpus); one a GPU, on
+  # 2026-11-28's H200, ran 26 of the 169 jobs in 290 s, each GPU job holding the GPU through its
+  # ~10 s of imports and CUDA start. -k: Snakemake stopped by TERM did not exit within 75 s there
+  DCSR_JOBS_PER_GPU=${DCSR_JOBS_PER_GPU:-6} timeout -k 15 "${KIT_DAG_SECONDS:-290}" python -m snakemake --snakefile "$REPO/Snakefile" --directory "$work" --cores "${KIT_CORES:-16}" \
       --scheduler greedy --rerun-triggers mtime --keep-going --show-failed-logs \
       --configfile "$REPO/config/generated.yaml" "$REPO/config/ci.yaml" "$work/over.yaml" \
       "$REPO/benchmarks/gpu/ci_cuda.yaml" > "$OUT/dag-snakemake.log" 2>&1
@@ -131,15 +135,25 @@ speed() {
   local scale="--init bert-base-random --batch-size 128 --question-max-length 256 --passage-max-length 256 --steps 12 --warmup 2"
   [ "${KIT_SPEED:-}" = cpu ] && scale="--init tiny --batch-size 8 --question-max-length 256 --passage-max-length 256 --steps 3 --warmup 1"
   python benchmarks/gpu/train_steps.py $scale --grad-cache-chunk 32 --out "$OUT/train_steps_dpr_gc32.json"; since "train_steps dpr gc32 rc=$?"
-  python benchmarks/gpu/train_steps.py $scale --grad-cache-chunk 0 --out "$OUT/train_steps_dpr_onepass.json"; since "train_steps dpr one pass rc=$?"
   python benchmarks/gpu/train_steps.py $scale --method dcsr --grad-cache-chunk 32 --out "$OUT/train_steps_dcsr_gc32.json"; since "train_steps dcsr gc32 rc=$?"
+  python benchmarks/gpu/train_steps.py $scale --grad-cache-chunk 0 --out "$OUT/train_steps_dpr_onepass.json"; since "train_steps dpr one pass rc=$?"
+}
+
+bundle() {
+  # every file of $OUT but the kit-*.log files into one outputs-<n>.tgz: a call brings back at most 8 files
+  # (2026-11-28 lost the training steps' JSON files and the smoke log to that limit)
+  local n=1 files
+  while [ -e "$OUT/outputs-$n.tgz" ]; do n=$((n + 1)); done
+  files=$(cd "$OUT" && find . -maxdepth 1 -type f ! -name 'kit-*.log' ! -name 'outputs-*.tgz' -printf '%P\n')
+  [ -n "$files" ] || return 0
+  (cd "$OUT" && tar -czf "outputs-$n.tgz" $files && rm -f $files) && echo "[kit] bundled into outputs-$n.tgz:" $files
 }
 
 main() {  # a function, so that bash has read the whole script before it runs any part
   local rc=0 part r
   for part in "$@"; do
     case $part in
-      smoke|cuda|dag|speed) since "$part starts"; $part; r=$?; since "$part ends rc=$r"; [ $r -eq 0 ] || rc=$r ;;
+      smoke|cuda|dag|speed|bundle) since "$part starts"; $part; r=$?; since "$part ends rc=$r"; [ $r -eq 0 ] || rc=$r ;;
       *) echo "unknown part $part" >&2; rc=2 ;;
     esac
   done
