@@ -309,7 +309,10 @@ class Plan:
         fixed = PROCESS_BYTES + 4 * BERT_BASE_PARAMS + min(pps, TOKENIZE_CHUNK) * TOKENIZED_BYTES_PER_PASSAGE
         mem_dcsr = fixed + pps * (mem_embed_text + mem_embed_spans + self.vpp_dcsr * (4 * DIM + vec_b + side_b))
         mem_dpr = fixed + pps * (mem_embed_text + 4 * DIM + vec_b + side_b)
-        gpu_s = enc_passages / ge if ge else None
+        # DCSR's rate where it was given (its markers make its tokenization slower), else the one rate
+        gd = self.gpu.get("embed_passages_per_s_dcsr") or ge
+        gpu_s = sum(pps_all[j["wildcards"]["corpus"]] / (gd if self.is_dcsr(j["wildcards"]["pmodel"]) else ge)
+                    for j in emb) if ge else None
         rows.append(
             (
                 "embed_shard",
@@ -320,8 +323,10 @@ class Plan:
                 f"the encoder and one tokenized chunk of {TOKENIZE_CHUNK:,} passages)",
                 f"{cfg_mem.get('embed_shard')}",
                 f"store read {pps * shard_read_s_per_passage / 60:,.1f} min CPU + GPU "
-                + (f"{pps / ge / 60:,.1f} min" if ge else "not measured (passages / GPU passages/s)"),
-                f"store reads {stream_total / 3600:,.1f} CPU-h; GPU {fmt_hours(gpu_s, f'{enc_passages:,} passages / --gpu-embed-passages-per-s')}",
+                + (f"{pps / ge / 60:,.1f} min (DPR)" + (f", {pps / gd / 60:,.1f} min (DCSR)" if gd != ge else "")
+                   if ge else "not measured (passages / GPU passages/s)"),
+                f"store reads {stream_total / 3600:,.1f} CPU-h; GPU "
+                + fmt_hours(gpu_s, f"{enc_passages:,} passages / --gpu-embed-passages-per-s(-dcsr)"),
             )
         )
         # index_shard
@@ -597,6 +602,8 @@ def main() -> None:
     ap.add_argument("--store-throughput", default=str(ROOT / "benchmarks" / "out" / "passage_store.json"),
                     help="benchmarks/passage-store/passage_store.py's output")
     ap.add_argument("--gpu-embed-passages-per-s", type=float, help="bert-base passage encoder, fp16, one GPU")
+    ap.add_argument("--gpu-embed-passages-per-s-dcsr", type=float,
+                    help="the same for DCSR's sentence-marked passages (default: --gpu-embed-passages-per-s)")
     ap.add_argument("--gpu-train-steps-per-s-dpr", type=float, help="DPR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-train-steps-per-s-dcsr", type=float, help="DCSR steps/s of batch 16 x train.gpus")
     ap.add_argument("--gpu-search-vector-queries-per-s", type=float, help="faiss-gpu Flat: questions x vectors per s")
@@ -620,6 +627,7 @@ def main() -> None:
     tp = json.loads(Path(args.throughputs).read_text())
     gpu = {
         "embed_passages_per_s": args.gpu_embed_passages_per_s,
+        "embed_passages_per_s_dcsr": args.gpu_embed_passages_per_s_dcsr,
         "train_steps_per_s_dpr": args.gpu_train_steps_per_s_dpr,
         "train_steps_per_s_dcsr": args.gpu_train_steps_per_s_dcsr,
         "search_vector_queries_per_s": args.gpu_search_vector_queries_per_s,
