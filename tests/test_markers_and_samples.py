@@ -76,6 +76,39 @@ def test_passages_encoded_together_as_one_by_one(tok, max_length, max_sentences)
         encode_passages_with_markers(tok, titles[:2], texts, spans, max_length, max_sentences, 1)
 
 
+def test_token_ids_are_the_tokenizers_own_on_real_text(tok):
+    """markers.token_ids reads the fast tokenizer's backend directly (DCSR's host time): the same
+    ids as transformers' call on every sentence and title of the vendored SQuAD subset, whether
+    the backend was left truncating (MiniLM's tokenizer.json truncates at 128 when loaded, and a
+    truncating call leaves its own) or not; and transformers' later calls still truncate."""
+    from pathlib import Path
+
+    from dcsr.data.sentences import split_sentences
+    from dcsr.data.squad import squad_to_dpr
+    from dcsr.models.markers import token_ids
+
+    squad = Path(__file__).resolve().parents[1] / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz"
+    passages = squad_to_dpr(squad).passages
+    sentences = [p.text[a:b] for p in passages for a, b in split_sentences(p.text)]
+    titles = sorted({p.title for p in passages})
+    assert len(sentences) > 9000 and len(titles) == 36
+    backend = tok.backend_tokenizer
+    for texts in (sentences, titles, ["", " ", "\u200b", "naïve café [SEP] [unused0] <sent>", "x" * 2000]):
+        backend.enable_truncation(7)  # as a truncating call leaves it
+        ours = token_ids(tok, texts)
+        assert backend.truncation is None and backend.padding is None
+        assert ours == tok(texts, add_special_tokens=False)["input_ids"]
+    assert max(len(x) for x in ours) > 7
+    assert [len(x) for x in tok(["x " * 300], truncation=True, max_length=9)["input_ids"]] == [9]
+
+    class Slow:  # a tokenizer without a Rust backend: the plain call
+        def __call__(self, texts, add_special_tokens):
+            assert add_special_tokens is False
+            return {"input_ids": [[len(t)] for t in texts]}
+
+    assert token_ids(Slow(), ["ab", "c"]) == [[2], [1]]
+
+
 def test_truncation_by_max_sentences(tok):
     ids, _, positions, kept = encode_passage_with_markers(tok, "Paris", TEXT, SPANS, 256, 2, 1)
     assert positions == [3, 9] and kept == [0, 1]

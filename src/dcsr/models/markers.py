@@ -123,23 +123,39 @@ def encode_passages_with_markers(tokenizer, titles: Sequence[str | None], texts:
     if max_length < 4:  # [CLS] <sent> token [SEP]
         raise ValueError(f"max_length must be at least 4, got {max_length}")
     titled = [i for i, title in enumerate(titles) if title]
-    title_ids = dict(zip(titled, tokenizer([titles[i] for i in titled], add_special_tokens=False)["input_ids"])
-                     if titled else [])
+    title_ids = dict(zip(titled, token_ids(tokenizer, [titles[i] for i in titled])) if titled else [])
     sentences = [text[s:e] for text, spans in zip(texts, spans_list) for s, e in spans]
-    pieces = tokenizer(sentences, add_special_tokens=False)["input_ids"] if sentences else []
+    pieces = token_ids(tokenizer, sentences) if sentences else []
     out, at = [], 0
+    special = (tokenizer.cls_token_id, tokenizer.sep_token_id, marker)
     for row, spans in enumerate(spans_list):
-        out.append(_assemble(tokenizer, title_ids.get(row), pieces[at:at + len(spans)], max_length, max_sentences,
-                             marker))
+        out.append(_assemble(special, title_ids.get(row), pieces[at:at + len(spans)], max_length, max_sentences))
         at += len(spans)
     return out
 
 
-def _assemble(tokenizer, title_ids: list[int] | None, pieces: Sequence[list[int]], max_length: int,
-              max_sentences: int, marker: int) -> tuple[list[int], list[int], list[int], list[int]]:
+def token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=False)["input_ids"]``, read from a fast tokenizer's
+    backend directly: transformers' conversion of each encoding to Python lists and dicts took a
+    third of DCSR's marking time, whose passages are ~5 sentences each (benchmarks/gpu/gpu.md).
+    As transformers does for a call without truncation or padding, the backend's own (a
+    tokenizer.json may set them) are turned off first; a slow tokenizer takes the plain call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    if backend.truncation is not None:
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def _assemble(special: tuple[int, int, int], title_ids: list[int] | None, pieces: Sequence[list[int]],
+              max_length: int, max_sentences: int) -> tuple[list[int], list[int], list[int], list[int]]:
     """One passage's ids, types, marker positions and kept sentences from its title's tokens
-    (``None``: no title) and its sentences' (the caps of :func:`encode_passage_with_markers`)."""
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    (``None``: no title) and its sentences' (the caps of :func:`encode_passage_with_markers`);
+    ``special``: the ids of [CLS], [SEP] and the marker."""
+    cls, sep, marker = special
     ids, types = [cls], [0]
     if title_ids is not None:
         title_ids = title_ids[: max(0, max_length - 5)]
