@@ -133,19 +133,19 @@ def _lock_one(path: Path) -> int | None:
 
 def try_acquire(n: int, devices: list[str], where: Path, slots: int = 1) -> list[tuple[str, int]] | None:
     """``n`` of ``devices``, each with one of its ``slots`` lock files in ``where`` that this
-    process could lock, as (device, open descriptor holding the lock); None, holding nothing,
-    where fewer than ``n`` have a free slot."""
+    process could lock, as (device, open descriptor holding the lock) in the order of
+    ``devices``; None, holding nothing, where fewer than ``n`` have a free slot. Slot 0 of every
+    device is tried before slot 1 of any, so that jobs spread over the GPUs before they share."""
     where.mkdir(parents=True, exist_ok=True)
-    held = []
-    for device in devices:
-        fd = next((fd for slot in range(slots) if (fd := _lock_one(where / _lock_name(device, slot))) is not None),
-                  None)
-        if fd is None:
-            continue
-        held.append((device, fd))
-        if len(held) == n:
-            return held
-    for _, fd in held:
+    held: dict[str, int] = {}
+    for slot in range(slots):
+        for device in devices:
+            if device in held or (fd := _lock_one(where / _lock_name(device, slot))) is None:
+                continue
+            held[device] = fd
+            if len(held) == n:
+                return [(d, held[d]) for d in devices if d in held]
+    for fd in held.values():
         os.close(fd)
     return None
 
