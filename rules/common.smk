@@ -18,7 +18,7 @@ from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
 from dcsr.pipeline.gpus import gpus_here as _gpus_here  # noqa: E402
-from dcsr.pipeline.job_shell import job_shell_prefix  # noqa: E402
+from dcsr.pipeline.job_shell import job_shell_prefix, running_python  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
 
@@ -52,7 +52,7 @@ USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_me
 # planted under it to a folder outside it; the rest of the prefix: dcsr.pipeline.job_shell.
 os.environ[RESULTS_ENV] = os.path.abspath(plan.results)
 shell.prefix(job_shell_prefix(Path(workflow.basedir) / "src", os.environ[RESULTS_ENV],
-                              None if USE_CONDA else Path(sys.executable).parent))
+                              None if USE_CONDA else running_python().parent))
 
 
 # GPUs (dcsr.pipeline.gpus). A GPU rule's `gpu` resource is its config's count, or 1 where that

@@ -43,3 +43,27 @@ def test_under_conda_the_rules_env_keeps_its_python(tmp_path):
     policy, pythonpath, _, python = _job_env(job_shell_prefix(tmp_path / "src", tmp_path / "r", None), env)
     assert (policy, pythonpath) == ("PASSIVE", str(tmp_path / "src"))
     assert python == subprocess.run(["bash", "-c", "command -v python"], capture_output=True, text=True, env=env).stdout.strip()
+
+
+def test_the_jobs_python_is_absolute_when_snakemake_was_found_through_a_relative_path(tmp_path):
+    """`PATH=.venv/bin:$PATH snakemake --directory elsewhere`: Python's sys.executable is then
+    relative, and the jobs, run elsewhere, found another Python (the GPU kit's trial, 2026-11-28)."""
+    import sys
+
+    from dcsr.pipeline.job_shell import running_python
+
+    assert running_python("/opt/env/bin/python", "/ignored") == Path("/opt/env/bin/python")
+    assert running_python(".venv/bin/python", "/work/x/.venv") == Path("/work/x/.venv/bin/python")
+    repo = Path(__file__).resolve().parents[1]
+    venv_bin = Path(sys.executable).parent
+    # as a user types it: a relative PATH entry, then a chdir (Snakemake's --directory)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "venv").symlink_to(venv_bin.parent)
+    r = subprocess.run(["bash", "-c", f'cd {tmp_path} && PATH=venv/bin:"$PATH" python -c '
+                                      f'"import os, sys; os.chdir(\'work\'); sys.path.insert(0, \'{repo / "src"}\'); '
+                                      f'from dcsr.pipeline.job_shell import running_python as r; '
+                                      f'print(sys.executable); print(r()); print(os.path.exists(r()))"'],
+                       capture_output=True, text=True, check=True)
+    exe, found, exists = r.stdout.split()
+    assert exe == "venv/bin/python" and Path(found).is_absolute() and exists == "True"
+    assert Path(found).parent.resolve() == venv_bin.resolve()

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from dcsr.drivers import DRIVER_NODES, gpu_driver_present
+from dcsr.pipeline.job_shell import running_python
 
 _PROBE = """
 import json
@@ -75,7 +76,7 @@ def listed_devices(env=None) -> list[str] | None:
 
 
 @functools.cache
-def gpus_here(python: str = sys.executable) -> dict[str, int]:
+def gpus_here(python: str | None = None) -> dict[str, int]:
     """``{"torch": n, "faiss": m}``: the GPUs that torch's CUDA and faiss see on this machine,
     asked of ``python`` in a child process (0 where it fails, or where no GPU driver or
     ``CUDA_VISIBLE_DEVICES`` hides them all, without asking)."""
@@ -83,6 +84,7 @@ def gpus_here(python: str = sys.executable) -> dict[str, int]:
     if listed_devices() == [] or not gpu_driver_present(DRIVER_NODES):
         return none
     try:
+        python = python or str(running_python())  # absolute: Snakemake's --directory moved the cwd
         r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)
         counts = json.loads(r.stdout.strip().splitlines()[-1])
         return {k: int(counts.get(k, 0)) for k in none}

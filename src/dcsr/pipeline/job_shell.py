@@ -1,8 +1,8 @@
 """What every job's shell command starts with: rules/common.smk's ``shell.prefix``.
 
 - ``set -euo pipefail``: a failing step of a piped command fails the job.
-- Without ``--use-conda``, the folder of the Python that runs Snakemake first on ``PATH``: jobs
-  run with the project's venv even when it is not activated.
+- Without ``--use-conda``, the folder of the Python that runs Snakemake (:func:`running_python`)
+  first on ``PATH``: jobs run with the project's venv even when it is not activated.
 - The results folder in :data:`dcsr.fsutil.RESULTS_ENV`, so that no write of
   :func:`dcsr.fsutil.atomic_path` follows a link planted under it to a folder outside it.
 - ``src/`` first on ``PYTHONPATH``: scripts import the dcsr package whichever environment runs them.
@@ -22,12 +22,23 @@ Snakemake formats the prefix as it formats each command, so its literal braces a
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 from dcsr.fsutil import RESULTS_ENV
 
 #: Environment variables a job gets unless the user's environment sets them.
 JOB_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def running_python(executable: str | None = None, prefix: str | None = None) -> Path:
+    """The running Python as an absolute path. ``sys.executable`` is relative where Python was
+    found through a relative ``PATH`` entry (``PATH=.venv/bin:$PATH snakemake ...``), and
+    Snakemake's ``--directory`` then runs the jobs elsewhere, where that path names nothing: the
+    jobs fell back to another Python without torch (seen running the GPU kit's DAG on a CPU,
+    2026-11-28). Then it is the one in ``sys.prefix``'s ``bin`` (the venv's or installation's)."""
+    exe = Path(sys.executable if executable is None else executable)
+    return exe if exe.is_absolute() else Path(sys.prefix if prefix is None else prefix) / "bin" / exe.name
 
 
 def shell_path(path) -> str:
