@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from dcsr.cli import TOKENIZERS_DEFAULTED_ENV
 from dcsr.data.formats import iter_passages, iter_qas
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
@@ -518,8 +519,6 @@ def parallel_tokenizer(device_type: str, threads: int, env=None) -> int:
     true and ``RAYON_NUM_THREADS`` (unless set) is the job's threads, read by the tokenizer's pool
     when it first starts. On a CPU the job's cores encode, and a user's TOKENIZERS_PARALLELISM
     stands everywhere. Tokens are the same either way."""
-    from dcsr.cli import TOKENIZERS_DEFAULTED_ENV
-
     env = os.environ if env is None else env
     if device_type == "cuda" and env.get(TOKENIZERS_DEFAULTED_ENV) == "1" and threads > 1:
         env["TOKENIZERS_PARALLELISM"] = "true"
