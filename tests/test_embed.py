@@ -1,7 +1,8 @@
 import numpy as np
 import torch
 
-from dcsr.retrieval.embed import embed_corpus_shard, embed_questions, length_sorted_batches
+from dcsr.retrieval.batching import length_sorted_batches
+from dcsr.retrieval.embed import embed_corpus_shard, embed_questions
 from dcsr.data.formats import Passage, write_corpus
 from dcsr.models.biencoder import build_biencoder, load_biencoder, save_biencoder, tokenize_passages, tokenize_questions
 

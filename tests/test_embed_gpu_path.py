@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import dcsr.retrieval.batching as batching
 import dcsr.retrieval.embed as embed
 from dcsr.models.biencoder import build_biencoder, tokenize_passages
 
@@ -41,9 +42,9 @@ def test_pad_rows_is_what_tokenizer_pad_gives(tiny_bert):
     ref = tok.pad(enc, return_tensors="pt")
     pads = {"input_ids": tok.pad_token_id, "attention_mask": 0, "token_type_ids": tok.pad_token_type_id}
     for key, value in pads.items():
-        ours = embed.pad_rows(enc[key], value)
+        ours = batching.pad_rows(enc[key], value)
         assert ours.dtype == ref[key].dtype == torch.int64 and torch.equal(ours, ref[key])
-    assert embed.pad_rows([[1, 2, 3], [4]], 0, multiple=8).tolist() == [[1, 2, 3] + [0] * 5, [4] + [0] * 7]
+    assert batching.pad_rows([[1, 2, 3], [4]], 0, multiple=8).tolist() == [[1, 2, 3] + [0] * 5, [4] + [0] * 7]
 
 
 @pytest.mark.parametrize("side", ["passage", "question", "marked_question"])
@@ -87,8 +88,8 @@ def test_collate_marked_is_the_markers_collate(tiny_bert, multiple):
 
     tok, _ = build_biencoder(str(tiny_bert))
     encoded = encode_passages_with_markers(tok, TITLES, TEXTS, SPANS, 24, 3, ensure_sentence_marker(tok))
-    ref = embed.round_up_batch(collate_encoded_passages(encoded, None, tok.pad_token_id), multiple, tok.pad_token_id)
-    ours = embed.collate_marked(encoded, tok.pad_token_id, multiple)
+    ref = batching.round_up_batch(collate_encoded_passages(encoded, None, tok.pad_token_id), multiple, tok.pad_token_id)
+    ours = batching.collate_marked(encoded, tok.pad_token_id, multiple)
     assert set(ours) == {"input_ids", "attention_mask", "token_type_ids", "pool_positions", "pool_ends"}
     for key, value in ours.items():
         assert value.dtype == ref[key].dtype == torch.int64 and torch.equal(value, ref[key]), key
@@ -97,12 +98,12 @@ def test_collate_marked_is_the_markers_collate(tiny_bert, multiple):
 def test_round_up_batch_moves_flat_positions_with_their_rows():
     batch = {"input_ids": torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 0, 0]]), "attention_mask": torch.tensor(
         [[1] * 5, [1, 1, 1, 0, 0]]), "pool_positions": torch.tensor([1, 3, 6]), "pool_ends": torch.tensor([3, 5, 8])}
-    out = embed.round_up_batch(batch, 8, pad_token_id=0)
+    out = batching.round_up_batch(batch, 8, pad_token_id=0)
     assert out["input_ids"].shape == (2, 8) and out["attention_mask"][:, 5:].sum() == 0
     flat = out["input_ids"].reshape(-1)
     assert flat[out["pool_positions"]].tolist() == [2, 4, 7]  # the same tokens as before
     assert out["pool_ends"].tolist() == [3, 5, 11]  # row 0's end at its row's end (5) stays 5, not row 1's start
-    assert embed.round_up_batch(batch, 5, 0) is batch and embed.round_up_batch(batch, 1, 0) is batch
+    assert batching.round_up_batch(batch, 5, 0) is batch and batching.round_up_batch(batch, 1, 0) is batch
 
 
 @pytest.mark.parametrize("in_flight, sunk_at", [(1, [3, 5, 7, 8]), (2, [4, 6, 7, 8])])
@@ -111,7 +112,7 @@ def test_pinned_non_blocking_path_is_cuda_only(model, monkeypatch, one_thread, i
     stand-ins for the device's tensors and events, pins every input, copies without blocking
     both ways, and sinks each batch once, in order, after IN_FLIGHT later batches are queued."""
     tok, m = model
-    monkeypatch.setattr(embed, "IN_FLIGHT", in_flight)
+    monkeypatch.setattr(batching, "IN_FLIGHT", in_flight)
     calls = {"pin": 0, "non_blocking": 0}
     real_to = torch.Tensor.to
 
@@ -142,7 +143,7 @@ def test_pinned_non_blocking_path_is_cuda_only(model, monkeypatch, one_thread, i
     monkeypatch.setattr(torch.cuda, "Event", Event)
     sunk = []
     batches = [({"x": torch.full((2, 3), float(i))}, i) for i in range(4)]
-    embed._run_batches(lambda x: x[:, 0:2], iter(batches), torch.device("cuda"), "fp32", 2,
+    batching.run_batches(lambda x: x[:, 0:2], iter(batches), torch.device("cuda"), "fp32", 2,
                        lambda vecs, payload: sunk.append((payload, vecs.tolist(), len(events))))
     assert [s[0] for s in sunk] == [0, 1, 2, 3] and sunk[0][1] == [[0.0, 0.0]] * 2
     assert [s[2] for s in sunk] == sunk_at  # batch i sunk after batch i + IN_FLIGHT was recorded (and i synced)
@@ -159,7 +160,7 @@ def test_prefetch_thread_raises_in_the_consumer_and_stops_when_closed():
         raise ValueError("tokenizer broke")
 
     with pytest.raises(ValueError, match="tokenizer broke"):
-        list(embed._prefetched(failing(), 2))
+        list(batching.prefetched(failing(), 2))
     made = []
 
     def endless():
@@ -169,7 +170,7 @@ def test_prefetch_thread_raises_in_the_consumer_and_stops_when_closed():
             yield i
             i += 1
 
-    gen = embed._prefetched(endless(), 2)
+    gen = batching.prefetched(endless(), 2)
     assert next(gen) == 0
     gen.close()
     assert not any(t.name == "dcsr-embed-tokenize" for t in threading.enumerate())

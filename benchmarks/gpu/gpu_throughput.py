@@ -14,7 +14,9 @@ Paths: DPR's (``encode_texts``, title/text pairs, CLS) and DCSR's (``encode_sent
 - per ``--compile`` setting and ``--batch-sizes`` (then the middle size with no tokenizing thread):
   passages/s (median of ``--repeats`` after a warm-up, timed as ``first_call_s``: compilation), TFLOP/s
   achieved and its share of ``--peak-tflops``, padding tokens run besides, peak GPU memory;
-- ``--profile``: torch.profiler's top ops of one batch (by self CUDA time; CPU time on a CPU).
+- ``--profile``: torch.profiler's top ops of one batch (by self CUDA time; CPU time on a CPU);
+- ``--backends torch torch-cast``: also the last batch size (with the tokenizing thread) and the profile
+  with the passage encoder's weights cast to the compute precision (``embed.backend: torch-cast``).
 
 FLOPs of a passage of T real tokens, encoder of n layers, width h, FFN width i (a multiply-add is 2):
     2 * T * n * (4 h^2 + 2 h i)    linear layers: Q, K, V, output (4 h^2), FFN (2 h i); = 2 * params * T
@@ -55,7 +57,8 @@ def flops(lengths: np.ndarray, layers: int, hidden: int, intermediate: int) -> f
 def padded_tokens(lengths: np.ndarray, keep: np.ndarray, batch_size: int, multiple: int) -> int:
     """Tokens the encoder runs, padding included, batched as dcsr.retrieval.embed batches (per chunk,
     length-sorted, rows without a vector left out, lengths rounded up to ``multiple``)."""
-    from dcsr.retrieval.embed import TOKENIZE_CHUNK, length_sorted_batches
+    from dcsr.retrieval.batching import length_sorted_batches
+    from dcsr.retrieval.embed import TOKENIZE_CHUNK
 
     total = 0
     for lo in range(0, len(lengths), TOKENIZE_CHUNK):
@@ -136,6 +139,10 @@ def main():
     ap.add_argument("--max-sentences", type=int, default=10, help="DCSR's markers per passage")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 512, 1024])
     ap.add_argument("--compile", choices=("off", "on", "both"), default="off", help="torch.compile(dynamic=True)")
+    ap.add_argument("--backends", nargs="+", choices=("torch", "torch-cast"), default=["torch"],
+                    help="embed.backend: torch (fp32 weights, autocast) and/or torch-cast (the passage encoder's "
+                         "weights cast to the compute precision once); torch-cast runs the last batch size alone, "
+                         "with the tokenizing thread, and is left out where the precision is fp32 (nothing to cast)")
     ap.add_argument("--precision", default="auto", help="embed.precision (auto: bf16 on an H100)")
     ap.add_argument("--paths", nargs="+", choices=("dpr", "dcsr"), default=["dpr", "dcsr"])
     ap.add_argument("--repeats", type=int, default=3)
@@ -154,6 +161,7 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from benchmarks_common import emit, machine, timed
 
+    import dcsr.retrieval.batching as batching
     import dcsr.retrieval.embed as embed
     from dcsr.data.sentences import split_sentences
     from dcsr.data.squad import squad_to_dpr
@@ -188,7 +196,7 @@ def main():
     vectors = {"dpr": np.ones(a.passages, dtype=np.int64), "dcsr": np.array([len(e[2]) for e in marked])[pick]}
     multiple = embed.CUDA_PAD_MULTIPLE if cuda else 1
 
-    def run(path, m, batch_size, dev=device, n=a.passages, **kw):
+    def run(path, m, batch_size, dev=device, n=a.passages, precision=precision, **kw):
         if path == "dpr":
             return embed.encode_texts(m, tokenizer, texts[:n], titles[:n], "passage", a.max_length, batch_size, dev,
                                       precision=precision, progress=False, **kw)
@@ -203,9 +211,16 @@ def main():
                          "passage_words": 100, "sentence_splitter": "blingfire"},
               "encoder": {**shape, "vocab": model.passage_model.config.vocab_size, "tokenizer": tok_name,
                           "attention": attention[0], "pooling": "cls", "pad_multiple": multiple,
-                          "in_flight": embed.IN_FLIGHT},
+                          "in_flight": batching.IN_FLIGHT},
               "paths": {}}
     compiles = {"off": [False], "on": [True], "both": [False, True]}[a.compile]
+    models = {"torch": (model, precision)}
+    if "torch-cast" in a.backends and embed.resolve_backend("torch-cast", device.type, precision) == "torch-cast":
+        import copy
+
+        twin = copy.deepcopy(model)  # the passage encoder's weights in the compute precision, run without autocast
+        models["torch-cast"] = (twin, embed.cast_passage_encoder(twin, precision))
+    result["backends"] = list(models) if "torch" in a.backends else [b for b in models if b != "torch"]
     total = {path: flops(lengths[path][vectors[path] > 0], a.layers, a.hidden, a.intermediate) for path in a.paths}
     for path in a.paths:
         host = {}
@@ -221,20 +236,23 @@ def main():
             "vectors_per_passage": float(vectors[path].mean()),
             "tokenize_only": {f"tokenizers_parallelism_{k}": {"seconds": v, "passages_per_s": a.passages / v}
                               for k, v in host.items()}, "runs": []}
-    for compiled in compiles:
+    for compiled, backend in [(c, b) for c in compiles for b in result["backends"]]:
+        m, run_precision = models[backend]
         if compiled:
-            embed.compile_encoders(model)
+            embed.compile_encoders(m)
         for path in a.paths:
             real = int(lengths[path][vectors[path] > 0].sum())
             # each batch size as the pipeline runs it, then the middle one with no tokenizing thread (prefetch 0)
             middle = a.batch_sizes[len(a.batch_sizes) // 2]
-            for batch_size, prefetch in [(b, None) for b in a.batch_sizes] + [(middle, 0)]:
+            sizes = a.batch_sizes if backend == "torch" else a.batch_sizes[-1:]  # torch-cast: the last size alone
+            for batch_size, prefetch in [(b, None) for b in sizes] + [(middle, 0)] * (backend == "torch"):
                 if cuda:
                     torch.cuda.reset_peak_memory_stats()
-                first, times = timed(lambda: run(path, model, batch_size, prefetch=prefetch), a.repeats)
+                first, times = timed(lambda: run(path, m, batch_size, prefetch=prefetch, precision=run_precision),
+                                     a.repeats)
                 tflops = total[path] / statistics.median(times) / 1e12
                 result["paths"][path]["runs"].append({
-                    "compile": compiled, "batch_size": batch_size,
+                    "backend": backend, "compile": compiled, "batch_size": batch_size,
                     "prefetch": embed.prefetch_depth(prefetch, batch_size, device),
                     "first_call_s": first, "seconds": times, "passages_per_s": a.passages / statistics.median(times),
                     "tflops": tflops, "peak_share": tflops / a.peak_tflops,
@@ -243,14 +261,16 @@ def main():
                 print(path, result["paths"][path]["runs"][-1], flush=True)
             if a.profile and compiled == compiles[0]:
                 size = a.batch_sizes[len(a.batch_sizes) // 2]
-                result.setdefault("profile", {})[path] = {
-                    "batch_size": size, "compile": compiled, "by": "self CUDA time" if cuda else "self CPU time",
-                    "top_ops": top_ops(lambda: run(path, model, size, n=min(size, a.passages)), cuda)}
+                result.setdefault("profile", {})[path if backend == "torch" else f"{path} {backend}"] = {
+                    "batch_size": size, "compile": compiled, "backend": backend,
+                    "by": "self CUDA time" if cuda else "self CPU time",
+                    "top_ops": top_ops(lambda: run(path, m, size, n=min(size, a.passages), precision=run_precision),
+                                       cuda)}
     for p in result["paths"].values():
         p["best"] = max(p["runs"], key=lambda r: r["passages_per_s"])
     flags = ""
     for path, flag in (("dpr", "--gpu-embed-passages-per-s"), ("dcsr", "--gpu-embed-passages-per-s-dcsr")):
-        eager = [r for r in result["paths"].get(path, {}).get("runs", []) if not r["compile"]]
+        eager = [r for r in result["paths"].get(path, {}).get("runs", []) if not r["compile"] and r["backend"] == "torch"]
         if eager:
             flags += f" {flag} {max(r['passages_per_s'] for r in eager):.0f}"
     if a.vectors > 0:

@@ -68,7 +68,7 @@ def _s(types, default, help, **kw) -> Setting:
 POOLINGS = ("auto", "cls", "mean")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AMP = ("auto", "bf16", "fp16", "off")
-EMBED_BACKENDS = ("auto", "torch", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
+EMBED_BACKENDS = ("auto", "torch", "torch-cast", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.index.place_index
@@ -200,7 +200,9 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                         choices=PRECISIONS),
         "backend": _s(str, "auto", "runtime of the passage encoder in corpus embedding: auto (openvino where it "
                                    "computes in bf16 on AVX-512 BF16 without AMX, as AMD Zen 4, where it was measured "
-                                   "faster than torch; torch elsewhere); torch; onnx-int8 (ONNX Runtime, int8 weights, "
+                                   "faster than torch; torch elsewhere); torch (weights in fp32, bf16/fp16 matrix "
+                                   "products under autocast); torch-cast (the weights cast once to the compute precision, "
+                                   "no autocast: layer norms, residuals and pooling in it too; torch in fp32); onnx-int8 (ONNX Runtime, int8 weights, "
                                    "one passage per call; CPU only; it changes the vectors); or openvino (OpenVINO's "
                                    "CPU plugin at the compute precision, fp32 or bf16; CPU only). "
                                    "benchmarks/embedding-backends/embedding-backends.md gives their speed and top-k cost",

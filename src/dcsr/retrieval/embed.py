@@ -16,7 +16,7 @@ A DPR model gives one vector per passage. A DCSR model (``method: dcsr`` in its
 (:func:`dcsr.models.markers.encode_passage_with_markers`), so ``n`` counts sentences and a
 passage id repeats; the index and the search are the same for both.
 
-On a CUDA device the encoder is kept busy (:func:`_run_batches`): a background thread tokenizes,
+On a CUDA device the encoder is kept busy (:func:`dcsr.retrieval.batching.run_batches`): a background thread tokenizes,
 pads and pins the next batches (up to a chunk of them) while the GPU runs the current ones;
 inputs go to the device from pinned memory without blocking, and a batch's vectors come back
 while later batches run. Batches are padded to a multiple of :data:`CUDA_PAD_MULTIPLE` tokens
@@ -28,14 +28,10 @@ longest row: the vectors are those of the plain loop, bit for bit.
 
 from __future__ import annotations
 
-import collections
-import itertools
 import logging
 import os
-import queue
-import threading
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -46,7 +42,8 @@ from dcsr.data.formats import iter_passages, iter_qas
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import seal
-from dcsr.models.precision import autocast, cpu_bf16, resolve
+from dcsr.models.precision import cpu_bf16, resolve
+from dcsr.retrieval.batching import collate_marked, length_sorted_batches, pad_rows, round_up_batch, run_batches
 from dcsr.settings import EMBED_BACKENDS
 
 log = logging.getLogger(__name__)
@@ -96,23 +93,6 @@ CUDA_PAD_MULTIPLE = 8
 #: ``reduce-overhead``, ...) compiles them in that mode; unset, empty or ``0``: eager (the default).
 COMPILE_ENV = "DCSR_EMBED_COMPILE"
 
-#: On CUDA, batches queued on the GPU before the oldest one's vectors are waited for: the host
-#: queues the next batch while this many run, so that a pause of the host (the tokenizing thread
-#: holding the GIL while it converts a chunk's tokens) does not leave the GPU idle. Queued
-#: batches cost no memory beyond their inputs and outputs: the caching allocator reuses a
-#: batch's activations for the next in stream order.
-IN_FLIGHT = 4
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Row indices grouped into batches of similar length, longest first.
-
-    Longest first makes the first batch the largest memory peak, so an out-of-memory
-    error shows at once rather than at the end of a long shard.
-    """
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
 
 def prefetch_depth(prefetch: int | None, batch_size: int, device: torch.device) -> int:
     """Batches a background thread tokenizes ahead of the encoder. ``None``: on CUDA, a chunk's
@@ -124,150 +104,6 @@ def prefetch_depth(prefetch: int | None, batch_size: int, device: torch.device) 
     if prefetch is not None:
         return max(0, int(prefetch))
     return -(-TOKENIZE_CHUNK // batch_size) + 1 if device.type == "cuda" else 0
-
-
-def pad_rows(rows: Sequence[Sequence[int]], value: int, multiple: int = 1) -> torch.Tensor:
-    """``[B, L]`` int64: the rows left-aligned and padded with ``value`` to ``L``, the longest row
-    rounded up to a multiple of ``multiple``: ``tokenizer.pad``'s right padding, in numpy rather
-    than row by row in Python."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    width = -(-int(lengths.max(initial=0)) // multiple) * multiple
-    out = np.full((len(rows), width), value, dtype=np.int64)
-    out[np.arange(width) < lengths[:, None]] = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
-                                                          count=int(lengths.sum()))
-    return torch.from_numpy(out)
-
-
-def round_up_batch(batch: dict, multiple: int, pad_token_id: int, pad_token_type_id: int = 0) -> dict:
-    """``batch`` with its ``[B, L]`` inputs padded on the right (masked out) to a multiple of
-    ``multiple`` tokens, and its flat ``pool_positions`` / ``pool_ends`` (``b * L + t``,
-    :mod:`dcsr.models.markers`) moved to the new row length. A batch already there is returned
-    as it is."""
-    length = batch["input_ids"].shape[1]
-    extra = -length % max(1, multiple)
-    if not extra:
-        return batch
-    out = dict(batch)
-    for key, value in (("input_ids", pad_token_id), ("attention_mask", 0), ("token_type_ids", pad_token_type_id)):
-        if batch.get(key) is not None:
-            out[key] = torch.nn.functional.pad(batch[key], (0, extra), value=value)
-    if batch.get("pool_positions") is not None:
-        shift = batch["pool_positions"] // length * extra  # a position's row, times the width added to each row
-        out["pool_positions"] = batch["pool_positions"] + shift
-        if batch.get("pool_ends") is not None:  # an end may be its row's last index + 1: shifted with its start
-            out["pool_ends"] = batch["pool_ends"] + shift
-    return out
-
-
-def collate_marked(encoded: Sequence[tuple[list[int], list[int], list[int], list[int]]], pad_token_id: int,
-                   multiple: int = 1) -> dict:
-    """:func:`dcsr.models.markers.collate_encoded_passages` of every marked sentence (``select``
-    None), in numpy rather than row by row, with rows padded to a multiple of ``multiple``: the
-    same ``input_ids``, ``attention_mask``, ``token_type_ids``, ``pool_positions`` and
-    ``pool_ends`` (the pooling's inputs; ``sentence_owner`` / ``sentence_index`` are left out, the
-    caller knows its rows)."""
-    input_ids = pad_rows([e[0] for e in encoded], pad_token_id, multiple)
-    length = input_ids.shape[1]
-    lengths = np.fromiter((len(e[0]) for e in encoded), dtype=np.int64, count=len(encoded))
-    counts = np.fromiter((len(e[2]) for e in encoded), dtype=np.int64, count=len(encoded))
-    positions = np.fromiter(itertools.chain.from_iterable(e[2] for e in encoded), dtype=np.int64,
-                            count=int(counts.sum()))
-    # a sentence runs from its marker to the next marker, the last one to its row's final [SEP]
-    until = np.empty_like(positions)
-    until[:-1] = positions[1:]
-    last = (np.cumsum(counts) - 1)[counts > 0]
-    until[last] = lengths[counts > 0] - 1
-    row_start = np.repeat(np.arange(len(encoded), dtype=np.int64) * length, counts)
-    return {"input_ids": input_ids,
-            "attention_mask": torch.from_numpy((np.arange(length) < lengths[:, None]).astype(np.int64)),
-            "token_type_ids": pad_rows([e[1] for e in encoded], 0, multiple),
-            "pool_positions": torch.from_numpy(row_start + positions), "pool_ends": torch.from_numpy(row_start + until)}
-
-
-def _prefetched(items: Iterable, depth: int) -> Iterator:
-    """The items of ``items`` in order, made by a background thread up to ``depth`` ahead; an
-    exception raised there is raised here. Closing this generator stops the thread."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def work() -> None:
-        try:
-            for item in items:
-                if not put((True, item)):
-                    return
-            put((False, None))
-        except BaseException as e:  # raised in the consumer
-            put((False, e))
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    thread = threading.Thread(target=work, name="dcsr-embed-tokenize", daemon=True)
-    thread.start()
-    try:
-        while True:
-            ok, item = q.get()
-            if ok:
-                yield item
-            elif item is None:
-                return
-            else:
-                raise item
-    finally:
-        stop.set()
-        thread.join()
-
-
-def _run_batches(encode: Callable, batches: Iterable[tuple[dict, object]], device: torch.device, precision: str,
-                 prefetch: int, sink: Callable[[np.ndarray, object], None]) -> None:
-    """``sink(vectors, payload)`` for each ``(batch, payload)`` of ``batches`` in order, the vectors
-    (float32 numpy ``[N, H]``) those of ``encode(**batch)`` on ``device`` under ``precision``.
-
-    ``prefetch`` > 0 makes the batches (tokenization, padding) in a background thread, that many
-    ahead. On CUDA the batches are pinned (in that thread) and copied to the GPU without blocking,
-    and a batch's vectors are copied back (into pinned memory, without blocking) and handed to
-    ``sink`` only once :data:`IN_FLIGHT` later batches are queued: the GPU does not wait for the
-    host between batches. On the CPU a batch is encoded and sunk before the next (the plain
-    loop), with the same vectors bit for bit whether or not a thread tokenizes."""
-    cuda = device.type == "cuda"
-    if cuda:
-        batches = (({k: v.pin_memory() for k, v in batch.items()}, payload) for batch, payload in batches)
-    source = _prefetched(batches, prefetch) if prefetch > 0 else iter(batches)
-    pending: collections.deque = collections.deque()
-    try:
-        for batch, payload in source:
-            batch = {k: v.to(device, non_blocking=cuda) for k, v in batch.items()}
-            with autocast(precision, device.type):
-                vecs = encode(**batch)
-            if not cuda:
-                sink(vecs.float().cpu().numpy(), payload)
-                continue
-            host = vecs.float().to("cpu", non_blocking=True)
-            copied = torch.cuda.Event()
-            copied.record()
-            pending.append((host, copied, payload))
-            while len(pending) > IN_FLIGHT:
-                host, copied, payload = pending.popleft()
-                copied.synchronize()
-                sink(host.numpy(), payload)
-        while pending:
-            host, copied, payload = pending.popleft()
-            copied.synchronize()
-            sink(host.numpy(), payload)
-    finally:
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
 
 
 def _text_batches(tokenizer, texts: Sequence[str], titles: Sequence[str] | None, side: str, max_length: int,
@@ -346,7 +182,7 @@ def encode_texts(
     multiple = pad_multiple or (CUDA_PAD_MULTIPLE if device.type == "cuda" else 1)
     batches = _text_batches(tokenizer, texts, titles, side, max_length, batch_size, multiple)
     encode = model.encode_passages if side == "passage" else model.encode_questions
-    _run_batches(encode, batches, device, precision, prefetch_depth(prefetch, batch_size, device), sink)
+    run_batches(encode, batches, device, precision, prefetch_depth(prefetch, batch_size, device), sink)
     bar.close()
     return out
 
@@ -419,7 +255,7 @@ def encode_sentence_passages(
         out[payload[0]] = vecs
         bar.update(payload[1])
 
-    _run_batches(model.encode_passages, batches(), device, precision, prefetch_depth(prefetch, batch_size, device),
+    run_batches(model.encode_passages, batches(), device, precision, prefetch_depth(prefetch, batch_size, device),
                  sink)
     bar.close()
     return out[:filled], rows_out[:filled], sentences_out[:filled]
@@ -537,9 +373,32 @@ def resolve_backend(setting: str, device_type: str, precision: str) -> str:
     ``torch``, the kinds where no such measurement was made."""
     if setting not in EMBED_BACKENDS:
         raise InputError("embed.backend", f"unknown backend {setting!r}; expected one of {', '.join(EMBED_BACKENDS)}")
+    if setting == "torch-cast" and precision == "fp32":
+        return "torch"  # nothing to cast: the stats name what ran
     if setting != "auto":
         return setting
     return "openvino" if device_type == "cpu" and precision == "bf16" and cpu_bf16() == "avx512_bf16" else "torch"
+
+
+#: The dtypes :func:`cast_passage_encoder` casts to, by resolved compute precision.
+CAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def cast_passage_encoder(model, precision: str) -> str:
+    """The ``torch-cast`` backend: the passage encoder's weights cast once to ``precision`` (bf16 or
+    fp16, resolved), so that the encoder runs in it throughout, layer norms, residual adds and
+    pooling included; returns the precision to run it under (``fp32``: no autocast).
+
+    Under autocast (``torch``) the weights stay fp32 and each matrix product casts its operands,
+    while layer norms, the adds of the residual stream and their inputs stay in fp32 (mixed-dtype
+    adds, casts of activations): on one H200 those elementwise kernels took as long as the matrix
+    products (benchmarks/gpu/gpu.md). The vectors differ from autocast's within bf16 rounding: for
+    MiniLM on SQuAD passages (benchmarks/precision/precision.md) each at a cosine of at least
+    0.9999 to its fp32 twin."""
+    if precision not in CAST_DTYPES:
+        raise ValueError(f"torch-cast computes in bf16 or fp16, not {precision!r}")
+    model.passage_model.to(CAST_DTYPES[precision])
+    return "fp32"
 
 
 def embed_corpus_shard(
@@ -569,13 +428,16 @@ def embed_corpus_shard(
     ``backend`` ``onnx-int8`` runs the passage encoder in ONNX Runtime with int8 weights
     (:mod:`dcsr.models.onnx_int8`), one passage per call; ``openvino`` in OpenVINO at the
     compute precision (:mod:`dcsr.models.openvino_encoder`); ``torch`` (the default) in torch;
+    ``torch-cast`` in torch with the passage encoder's weights in the compute precision
+    (:func:`cast_passage_encoder`; ``torch`` where that is fp32);
     ``auto`` as :func:`resolve_backend` says. The stats' ``backend`` is the one that ran."""
     resolve_backend(backend, "cpu", "fp32")  # an unknown name fails before the model loads
     dev = pick_device(device)
     backend = resolve_backend(backend, dev.type, resolve(precision, dev.type))  # torch.compile is torch's alone
-    dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision, backend == "torch")
+    dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision,
+                                                                 backend in ("torch", "torch-cast"))
     log.info("passage encoder runtime %s (embed.backend)", backend)
-    if backend != "torch" and dev.type != "cpu":
+    if backend not in ("torch", "torch-cast") and dev.type != "cpu":
         raise InputError("embed.backend", f"{backend} runs on the CPU; use torch on a GPU")
     if backend == "onnx-int8":
         from dcsr.models.onnx_int8 import use_int8_passage_encoder
@@ -584,6 +446,8 @@ def embed_corpus_shard(
         # one passage per call, so that its vector does not depend on its batchmates; pooling in fp32
         precision, batch_size = "fp32", 1
     compute = precision  # what the encoder computes in (the stats' "precision")
+    if backend == "torch-cast":
+        precision = cast_passage_encoder(model, precision)
     if backend == "openvino":
         from dcsr.models.openvino_encoder import use_openvino_passage_encoder
 

@@ -1,5 +1,8 @@
-"""The openvino embedding backend: the passage encoder run by OpenVINO's CPU plugin at the
-compute precision, for DPR's passage vectors and DCSR's sentence vectors."""
+"""The corpus embedding backends (``embed.backend``) for DPR's passage vectors and DCSR's sentence
+vectors: openvino (the passage encoder run by OpenVINO's CPU plugin at the compute precision),
+torch-cast (torch with the passage encoder's weights in the compute precision), and auto."""
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -10,9 +13,9 @@ from dcsr.data.sentences import split_corpus
 from dcsr.errors import InputError
 from dcsr.models.biencoder import build_biencoder, load_biencoder, save_biencoder, tokenize_passages
 from dcsr.models.precision import cpu_bf16
-from dcsr.retrieval.embed import embed_corpus_shard
+from dcsr.retrieval.embed import cast_passage_encoder, embed_corpus_shard, resolve_backend
 
-pytest.importorskip("openvino")
+needs_openvino = pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="openvino is not installed")
 
 WORDS = "river city north bridge tower market harbour castle garden station".split()
 
@@ -62,6 +65,7 @@ def _embed(model, corpus, out, shards, backend, precision="fp32", **kw):
     return [keys[i] for i in order], np.concatenate(vecs)[order]
 
 
+@needs_openvino
 def test_openvino_hidden_states_equal_torch(dpr_model, corpus, one_thread):
     """The converted model computes what the encoder computes, at fp32, on a padded batch."""
     from dcsr.models.openvino_encoder import openvino_encoder
@@ -86,6 +90,7 @@ def test_openvino_hidden_states_equal_torch(dpr_model, corpus, one_thread):
     assert twin.config.hidden_size == bi.hidden_size
 
 
+@needs_openvino
 @pytest.mark.parametrize("which", ["dpr", "dcsr"])
 def test_openvino_shards_equal_torch_shards(tmp_path, corpus, dpr_model, dcsr_model, which, one_thread):
     """Passage vectors (DPR) and sentence vectors (DCSR, pooled at their markers) from OpenVINO
@@ -103,6 +108,7 @@ def test_openvino_shards_equal_torch_shards(tmp_path, corpus, dpr_model, dcsr_mo
     np.testing.assert_allclose(ov_vecs, torch_vecs, atol=2e-4)
 
 
+@needs_openvino
 @pytest.mark.skipif(cpu_bf16() is None, reason="bf16 needs a CPU with AMX or AVX-512 BF16")
 def test_openvino_bf16_is_close_to_fp32(tmp_path, corpus, dpr_model, one_thread):
     c, _ = corpus
@@ -112,6 +118,7 @@ def test_openvino_bf16_is_close_to_fp32(tmp_path, corpus, dpr_model, one_thread)
     assert _cos(fp32, bf16).min() > 0.999
 
 
+@needs_openvino
 def test_openvino_refuses_fp16_and_a_gpu(tmp_path, dpr_model):
     from dcsr.models.openvino_encoder import openvino_encoder
 
@@ -142,11 +149,10 @@ def test_auto_backend_is_openvino_only_where_it_was_measured_faster(monkeypatch,
         embed.resolve_backend("tensorrt", device, precision)
 
 
+@needs_openvino
 def test_auto_backend_runs_and_records_what_it_resolved_to(tmp_path, corpus, dpr_model, one_thread):
     """On this machine: auto at bf16 (when the CPU has bf16) or fp32, and the stats name the
     runtime that ran, whose vectors equal that backend's when named."""
-    from dcsr.retrieval.embed import resolve_backend
-
     c, _ = corpus
     precision = "bf16" if cpu_bf16() else "fp32"
     ran = resolve_backend("auto", "cpu", precision)
@@ -155,3 +161,40 @@ def test_auto_backend_runs_and_records_what_it_resolved_to(tmp_path, corpus, dpr
     assert stats["backend"] == ran and stats["precision"] == precision
     _, named = _embed(dpr_model, c, tmp_path, 1, ran, precision=precision)
     np.testing.assert_allclose(np.load(tmp_path / "va.npy"), named, atol=1e-6)
+
+
+def test_torch_cast_is_torch_where_there_is_nothing_to_cast():
+    assert resolve_backend("torch-cast", "cpu", "fp32") == "torch"
+    assert resolve_backend("torch-cast", "cuda", "fp32") == "torch"
+    assert resolve_backend("torch-cast", "cuda", "bf16") == "torch-cast"
+    assert resolve_backend("torch-cast", "cuda", "fp16") == "torch-cast"
+    assert resolve_backend("torch-cast", "cpu", "bf16") == "torch-cast"
+
+
+def test_cast_passage_encoder_casts_the_passage_encoder_and_turns_autocast_off(dpr_model):
+    _, bi, _ = load_biencoder(dpr_model)
+    assert bi.question_model is not bi.passage_model
+    assert cast_passage_encoder(bi, "bf16") == "fp32"  # the precision to run under: no autocast
+    assert {p.dtype for p in bi.passage_model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in bi.question_model.parameters()} == {torch.float32}
+    with pytest.raises(ValueError, match="torch-cast computes in bf16 or fp16, not 'fp32'"):
+        cast_passage_encoder(bi, "fp32")
+
+
+@pytest.mark.parametrize("which", ["dpr", "dcsr"])
+def test_torch_cast_shards_are_bf16_twins_of_autocast_shards(tmp_path, corpus, dpr_model, dcsr_model, which,
+                                                              one_thread):
+    """With its weights in bf16 the passage encoder runs another computation than bf16 autocast
+    (layer norms and residual adds in bf16), sharded or not, for DPR's passage vectors and DCSR's
+    sentence vectors; every vector stays within bf16 rounding of fp32's."""
+    model = dpr_model if which == "dpr" else dcsr_model
+    extra = {"sentences": tmp_path / "s.tsv"} if which == "dcsr" else {}
+    c, _ = corpus
+    keys_f, fp32 = _embed(model, c, tmp_path, 1, "torch", **extra)
+    keys_a, autocast = _embed(model, c, tmp_path, 1, "torch", precision="bf16", **extra)
+    keys_c, cast = _embed(model, c, tmp_path, 3, "torch-cast", precision="bf16", **extra)
+    assert keys_c == keys_a == keys_f
+    assert not np.array_equal(cast, autocast) and not np.array_equal(cast, fp32)
+    assert _cos(cast, fp32).min() > 0.999 and _cos(autocast, fp32).min() > 0.999
+    assert np.abs(cast - fp32).max() < 0.05
+
