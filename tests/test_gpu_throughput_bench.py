@@ -64,27 +64,21 @@ def test_cpu_smoke_run_writes_every_field(tmp_path):
     assert r["resource_plan_flags"].startswith("--gpu-embed-passages-per-s ")
 
 
-def test_torch_cast_runs_beside_torch_at_bf16_and_is_left_out_at_fp32(tmp_path):
-    """``--backends torch torch-cast``: at bf16 the last batch size runs again with the passage
-    encoder's weights in bf16, profiled apart, and the resource plan's flags stay torch's; at fp32
-    there is nothing to cast and torch runs alone."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    base = ["--passages", "12", "--layers", "1", "--hidden", "32", "--heads", "2", "--intermediate", "64",
+def test_torch_cast_runs_beside_torch_at_bf16(tmp_path):
+    """``--backends torch torch-cast`` at bf16: the last batch size runs again with the passage
+    encoder's weights in bf16, profiled apart, and the resource plan's flags stay torch's (at fp32
+    there is nothing to cast: ``resolve_backend`` gives torch, tests/test_embed_backends.py)."""
+    out = tmp_path / "bf16.json"
+    args = ["--passages", "12", "--layers", "1", "--hidden", "32", "--heads", "2", "--intermediate", "64",
             "--batch-sizes", "4", "8", "--repeats", "1", "--vectors", "0", "--paths", "dpr", "--profile",
-            "--backends", "torch", "torch-cast"]
-    for precision in ("bf16", "fp32"):
-        out = tmp_path / f"{precision}.json"
-        proc = subprocess.run([sys.executable, str(SCRIPT), *base, "--precision", precision, "--out", str(out)],
-                              capture_output=True, text=True, env=env, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        r = json.loads(out.read_text())
-        runs = [(run["backend"], run["batch_size"]) for run in r["paths"]["dpr"]["runs"]]
-        if precision == "fp32":
-            assert r["backends"] == ["torch"] and runs == [("torch", 4), ("torch", 8), ("torch", 8)]
-            assert list(r["profile"]) == ["dpr"]
-            continue
-        assert r["backends"] == ["torch", "torch-cast"]
-        assert runs == [("torch", 4), ("torch", 8), ("torch", 8), ("torch-cast", 8)]
-        assert r["profile"]["dpr torch-cast"]["backend"] == "torch-cast" and r["profile"]["dpr"]["backend"] == "torch"
-        torch_rates = [run["passages_per_s"] for run in r["paths"]["dpr"]["runs"] if run["backend"] == "torch"]
-        assert r["resource_plan_flags"] == f"--gpu-embed-passages-per-s {max(torch_rates):.0f}"
+            "--backends", "torch", "torch-cast", "--precision", "bf16", "--out", str(out)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["backends"] == ["torch", "torch-cast"]
+    assert [(run["backend"], run["batch_size"]) for run in r["paths"]["dpr"]["runs"]] == [
+        ("torch", 4), ("torch", 8), ("torch", 8), ("torch-cast", 8)]
+    assert r["profile"]["dpr torch-cast"]["backend"] == "torch-cast" and r["profile"]["dpr"]["backend"] == "torch"
+    torch_rates = [run["passages_per_s"] for run in r["paths"]["dpr"]["runs"] if run["backend"] == "torch"]
+    assert r["resource_plan_flags"] == f"--gpu-embed-passages-per-s {max(torch_rates):.0f}"
