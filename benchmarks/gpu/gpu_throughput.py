@@ -220,7 +220,7 @@ def main():
 
         twin = copy.deepcopy(model)  # the passage encoder's weights in the compute precision, run without autocast
         models["torch-cast"] = (twin, embed.cast_passage_encoder(twin, precision))
-    result["backends"] = list(models) if "torch" in a.backends else [b for b in models if b != "torch"]
+    result["backends"] = [b for b in models if b in a.backends]
     total = {path: flops(lengths[path][vectors[path] > 0], a.layers, a.hidden, a.intermediate) for path in a.paths}
     for path in a.paths:
         host = {}

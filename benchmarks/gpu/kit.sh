@@ -128,7 +128,8 @@ EOF
 
 speed() {
   # embedding first (the bar: 11,700 passages/s of real SQuAD passages with a bert-base-shaped
-  # encoder on one H100; torch-cast: the weights in bf16, not measured before), then a training step at the paper's batch of 128 with GradCache at 256/256
+  # encoder on one H100; torch-cast: the weights in bf16, not measured before), then a training step
+  # at the paper's batch of 128 with GradCache at 256/256
   local emb="--passages 20000 --batch-sizes 512 1024 --repeats 1 --compile off --profile --vectors 0 --backends torch torch-cast"
   [ "${KIT_SPEED:-}" = cpu ] && emb="--passages 64 --batch-sizes 16 --repeats 1 --compile off --vectors 0 --layers 2 --hidden 64 --heads 2 --intermediate 128"
   python benchmarks/gpu/gpu_throughput.py $emb --out "$OUT/gpu_throughput.json"; since "gpu_throughput rc=$?"

@@ -143,7 +143,7 @@ def prefetched(items: Iterable, depth: int) -> Iterator:
 
 
 def run_batches(encode: Callable, batches: Iterable[tuple[dict, object]], device: torch.device, precision: str,
-                 prefetch: int, sink: Callable[[np.ndarray, object], None]) -> None:
+                prefetch: int, sink: Callable[[np.ndarray, object], None]) -> None:
     """``sink(vectors, payload)`` for each ``(batch, payload)`` of ``batches`` in order, the vectors
     (float32 numpy ``[N, H]``) those of ``encode(**batch)`` on ``device`` under ``precision``.
 

@@ -380,6 +380,9 @@ def resolve_backend(setting: str, device_type: str, precision: str) -> str:
     return "openvino" if device_type == "cpu" and precision == "bf16" and cpu_bf16() == "avx512_bf16" else "torch"
 
 
+#: The ``embed.backend`` runtimes that run the encoder in torch (on any device, compilable).
+TORCH_RUNTIMES = ("torch", "torch-cast")
+
 #: The dtypes :func:`cast_passage_encoder` casts to, by resolved compute precision.
 CAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -435,9 +438,9 @@ def embed_corpus_shard(
     dev = pick_device(device)
     backend = resolve_backend(backend, dev.type, resolve(precision, dev.type))  # torch.compile is torch's alone
     dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision,
-                                                                 backend in ("torch", "torch-cast"))
+                                                                 backend in TORCH_RUNTIMES)
     log.info("passage encoder runtime %s (embed.backend)", backend)
-    if backend not in ("torch", "torch-cast") and dev.type != "cpu":
+    if backend not in TORCH_RUNTIMES and dev.type != "cpu":
         raise InputError("embed.backend", f"{backend} runs on the CPU; use torch on a GPU")
     if backend == "onnx-int8":
         from dcsr.models.onnx_int8 import use_int8_passage_encoder
