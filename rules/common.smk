@@ -17,7 +17,7 @@ from dcsr.fsutil import RESULTS_ENV, ResultsLocked, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
-from dcsr.pipeline.gpus import gpus_here as _gpus_here  # noqa: E402
+from dcsr.pipeline.gpus import gpus_here_for_jobs as _gpus_here  # noqa: E402
 from dcsr.pipeline.job_shell import job_shell_prefix, running_python  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
 
@@ -59,7 +59,8 @@ shell.prefix(job_shell_prefix(Path(workflow.basedir) / "src", os.environ[RESULTS
 # is 0 and the job, run on this machine, will find a GPU here; its command starts through
 # `python -m dcsr.pipeline.gpus {resources.gpu}`, which gives it GPUs of its own. This machine is
 # looked at only when Snakemake runs the jobs here (local or dry run): on a cluster the config's
-# counts are what Slurm is asked for, in the main process and again in each job's.
+# counts are what Slurm is asked for, in the main process and again in each job's. The count is
+# handed to the jobs started here (DCSR_GPUS_HERE), so that a GPU job does not count again.
 def gpus_here():
     return _gpus_here() if workflow.local_exec else {}
 

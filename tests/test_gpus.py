@@ -3,6 +3,7 @@ where the config asks for none but the job will find a GPU, and one GPU of its o
 that runs at once (a lock file a GPU, ``CUDA_VISIBLE_DEVICES``). On a machine without GPUs
 nothing changes: resources stay the config's, commands run untouched."""
 
+import json
 import os
 import re
 import subprocess
@@ -91,6 +92,70 @@ def test_the_count_comes_from_torch_and_faiss_in_a_child_process(monkeypatch, tm
         assert gpus.gpus_here(str(tmp_path / "missing")) == {"torch": 0, "faiss": 0}  # said on stderr, not raised
     finally:
         gpus.gpus_here.cache_clear()
+
+
+def test_the_count_handed_down_is_taken_only_by_the_python_that_counted_under_the_same_devices():
+    python = "/venv/bin/python"
+    told = {gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2, "faiss": 1}, python, env={})}
+    assert gpus.inherited_counts(python, told) == {"torch": 2, "faiss": 1}
+    assert gpus.inherited_counts("/conda/env/bin/python", told) is None  # a conda env's job counts for itself
+    assert gpus.inherited_counts(python, {**told, "CUDA_VISIBLE_DEVICES": "1"}) is None  # other devices
+    listed = {"CUDA_VISIBLE_DEVICES": "1,3"}
+    told_listed = {**listed, gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2}, python, env=listed)}
+    assert gpus.inherited_counts(python, told_listed) == {"torch": 2, "faiss": 0}
+    assert gpus.inherited_counts(python, {}) is None
+    for bad in ("{", "[]", '{"torch": -1, "faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}',
+                '{"torch": true, "faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}',
+                '{"torch": "2", "faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}',
+                '{"faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}'):
+        assert gpus.inherited_counts(python, {gpus.GPUS_HERE_ENV: bad}) is None, bad
+
+
+def test_a_count_handed_down_is_not_asked_again(monkeypatch, tmp_path):
+    monkeypatch.setattr(gpus, "DRIVER_NODES", (str(tmp_path),))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    python = str(tmp_path / "python")
+    monkeypatch.setenv(gpus.GPUS_HERE_ENV, gpus.counts_for_jobs({"torch": 3, "faiss": 0}, python))
+    monkeypatch.setattr(gpus.subprocess, "run", lambda *a, **k: pytest.fail("asked torch again"))
+    gpus.gpus_here.cache_clear()
+    try:
+        assert gpus.gpus_here(python) == {"torch": 3, "faiss": 0}
+    finally:
+        gpus.gpus_here.cache_clear()
+
+
+def test_the_process_that_runs_the_jobs_hands_its_count_down(monkeypatch):
+    monkeypatch.setattr(gpus, "gpus_here", lambda python=None: {"torch": 2, "faiss": 1})
+    monkeypatch.delenv(gpus.GPUS_HERE_ENV, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus.gpus_here_for_jobs.cache_clear()
+    try:
+        assert gpus.gpus_here_for_jobs() == {"torch": 2, "faiss": 1}
+        from dcsr.pipeline.job_shell import running_python
+
+        assert gpus.inherited_counts(str(running_python())) == {"torch": 2, "faiss": 1}
+    finally:
+        gpus.gpus_here_for_jobs.cache_clear()
+
+
+def test_a_gpu_job_started_with_the_count_pins_its_gpu_without_asking_torch(tmp_path):
+    """The real wrapper on a machine with a (stand-in) GPU driver: told 2 GPUs by the process
+    that started it, it takes one; told nothing, it asks this machine's torch (a CPU build
+    here: no GPU), and the command runs untouched."""
+    from dcsr.pipeline.job_shell import running_python
+
+    code = ("import sys; from dcsr.pipeline import gpus; "
+            f"gpus.DRIVER_NODES = ({str(tmp_path)!r},); gpus.run(sys.argv[1:])")
+    env = {**os.environ, "PYTHONPATH": str(SRC), "DCSR_GPU_LOCK_DIR": str(tmp_path / "locks")}
+    for name in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", gpus.GPUS_HERE_ENV):
+        env.pop(name, None)
+    told = {gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2, "faiss": 0}, str(running_python()), env={})}
+    r = subprocess.run([sys.executable, "-c", code, "1", "--", *SHOW], env={**env, **told}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr
+    r = subprocess.run([sys.executable, "-c", code, "1", "--", *SHOW], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "unset", r.stderr
 
 
 # --------------------------------------------------------------------------- one GPU a job
@@ -236,7 +301,8 @@ def dry_run_on(tmp_path, here: dict, *args) -> str:
             "try:\n    from dcsr.pipeline import gpus\n"
             "except ImportError:\n    pass  # a checkout from before it: sees no GPU\n"
             f"else:\n    gpus.gpus_here = lambda python=None: {here!r}\n"
-            "from snakemake.cli import main\nsys.argv[0] = 'snakemake'\nmain()")
+            "import os\nfrom snakemake.cli import main\nsys.argv[0] = 'snakemake'\n"
+            "try:\n    main()\nfinally:\n    print('handed down:', os.environ.get('DCSR_GPUS_HERE'), file=sys.stderr)")
     env = {**os.environ, "PATH": f"{Path(SNAKEMAKE).parent}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
     r = subprocess.run([sys.executable, "-c", code, str(SRC), "--snakefile", str(REPO / "Snakefile"), "--directory",
                         str(tmp_path), "-n", "-p", "--cores", "4", *args], cwd=tmp_path, env=env, capture_output=True,
@@ -268,6 +334,9 @@ def test_on_a_gpu_machine_the_gpu_jobs_take_one_each_and_start_pinned(tmp_path):
     scripts = ("embed_shard.py", "embed_questions.py", "train_biencoder.py", "search_shard.py")
     gpu_jobs = [c for c in commands if any(f"/workflow/scripts/{s} " in c for s in scripts)]
     assert len(gpu_jobs) >= 4 and {c.split(" -- ")[0] for c in gpu_jobs} == {"python -m dcsr.pipeline.gpus 1"}
+    # the count goes down to the jobs (DCSR_GPUS_HERE), so that none asks torch again
+    handed = json.loads(re.search(r"handed down: (.*)", out).group(1))
+    assert {k: handed[k] for k in ("torch", "faiss")} == {"torch": 2, "faiss": 0}
 
 
 def test_on_a_cpu_machine_the_dag_is_the_configs(tmp_path):

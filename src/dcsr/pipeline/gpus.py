@@ -24,7 +24,12 @@ parts fix that:
   the slots, the ``--resources gpu=`` that ``make demo`` passes.
 
 Torch and faiss are asked in a child process, only where a GPU driver is present, so a CPU
-machine pays nothing and the process that builds the DAG never initialises CUDA.
+machine pays nothing and the process that builds the DAG never initialises CUDA. That child
+imports torch and faiss and starts CUDA (662 MB and seconds of CPU in every GPU job of the GPU
+kit's DAG on an H200, 2026-11-28: its ``children_peak_rss_mb``), so the process that builds the
+DAG asks once and hands its answer to the GPU jobs it starts on this machine
+(:func:`counts_for_jobs`, :data:`GPUS_HERE_ENV`); a job started by another Python (a conda
+environment's) or under another ``CUDA_VISIBLE_DEVICES`` asks for itself.
 """
 
 from __future__ import annotations
@@ -75,22 +80,66 @@ def listed_devices(env=None) -> list[str] | None:
     return out
 
 
+#: The GPU counts of the process that built the DAG, for the GPU jobs it starts on this machine
+#: (:func:`counts_for_jobs`; read by :func:`inherited_counts`).
+GPUS_HERE_ENV = "DCSR_GPUS_HERE"
+_COUNTED = ("torch", "faiss")
+
+
+def counts_for_jobs(counts: dict[str, int], python: str, env=None) -> str:
+    """:data:`GPUS_HERE_ENV`'s value: ``counts`` as ``python`` found them under this
+    ``CUDA_VISIBLE_DEVICES``, which a job's :func:`gpus_here` takes only where both are its own."""
+    env = os.environ if env is None else env
+    return json.dumps({**{k: int(counts.get(k, 0)) for k in _COUNTED}, "python": str(python),
+                       "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES")})
+
+
+def inherited_counts(python: str, env=None) -> dict[str, int] | None:
+    """The counts :data:`GPUS_HERE_ENV` hands down, where ``python`` counted them under the
+    ``CUDA_VISIBLE_DEVICES`` of ``env``; None where it is unset, malformed or another's."""
+    env = os.environ if env is None else env
+    try:
+        told = json.loads(env.get(GPUS_HERE_ENV) or "null")
+    except ValueError:
+        return None
+    if (not isinstance(told, dict) or told.get("python") != str(python)
+            or told.get("cuda_visible_devices") != env.get("CUDA_VISIBLE_DEVICES")):
+        return None
+    counts = {k: told.get(k) for k in _COUNTED}
+    if not all(type(v) is int and v >= 0 for v in counts.values()):
+        return None
+    return counts
+
+
 @functools.cache
 def gpus_here(python: str | None = None) -> dict[str, int]:
     """``{"torch": n, "faiss": m}``: the GPUs that torch's CUDA and faiss see on this machine,
-    asked of ``python`` in a child process (0 where it fails, or where no GPU driver or
+    as the process that started this one counted them with this Python (:func:`inherited_counts`),
+    else asked of ``python`` in a child process (0 where it fails, or where no GPU driver or
     ``CUDA_VISIBLE_DEVICES`` hides them all, without asking)."""
     none = {"torch": 0, "faiss": 0}
     if listed_devices() == [] or not gpu_driver_present(DRIVER_NODES):
         return none
+    python = python or str(running_python())  # absolute: Snakemake's --directory moved the cwd
+    if (known := inherited_counts(python)) is not None:
+        return known
     try:
-        python = python or str(running_python())  # absolute: Snakemake's --directory moved the cwd
         r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)
         counts = json.loads(r.stdout.strip().splitlines()[-1])
         return {k: int(counts.get(k, 0)) for k in none}
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
         print(f"dcsr.pipeline.gpus: could not count the GPUs ({e}); the jobs ask for none", file=sys.stderr)
         return none
+
+
+@functools.cache
+def gpus_here_for_jobs() -> dict[str, int]:
+    """:func:`gpus_here`, handed to the jobs this process starts (:data:`GPUS_HERE_ENV` in its
+    environment), so that a GPU job's ``python -m dcsr.pipeline.gpus`` does not start torch and
+    faiss a second time to count them. For the process that runs the jobs on this machine."""
+    counts = gpus_here()
+    os.environ[GPUS_HERE_ENV] = counts_for_jobs(counts, str(running_python()))
+    return counts
 
 
 def job_gpus(configured: int, usable: bool) -> int:
