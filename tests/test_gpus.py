@@ -94,32 +94,31 @@ def test_the_count_comes_from_torch_and_faiss_in_a_child_process(monkeypatch, tm
         gpus.gpus_here.cache_clear()
 
 
-def test_the_count_handed_down_is_taken_only_by_the_python_that_counted_under_the_same_devices():
-    python = "/venv/bin/python"
-    told = {gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2, "faiss": 1}, python, env={})}
-    assert gpus.inherited_counts(python, told) == {"torch": 2, "faiss": 1}
-    assert gpus.inherited_counts("/conda/env/bin/python", told) is None  # a conda env's job counts for itself
-    assert gpus.inherited_counts(python, {**told, "CUDA_VISIBLE_DEVICES": "1"}) is None  # other devices
+def test_the_count_handed_down_is_taken_only_in_the_environment_that_counted_under_the_same_devices():
+    venv = "/work/.venv"
+    told = {gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2, "faiss": 1}, venv, env={})}
+    assert gpus.inherited_counts(venv, told) == {"torch": 2, "faiss": 1}
+    assert gpus.inherited_counts("/conda/envs/gpu", told) is None  # a conda env's job counts for itself
+    assert gpus.inherited_counts(venv, {**told, "CUDA_VISIBLE_DEVICES": "1"}) is None  # other devices
     listed = {"CUDA_VISIBLE_DEVICES": "1,3"}
-    told_listed = {**listed, gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2}, python, env=listed)}
-    assert gpus.inherited_counts(python, told_listed) == {"torch": 2, "faiss": 0}
-    assert gpus.inherited_counts(python, {}) is None
-    for bad in ("{", "[]", '{"torch": -1, "faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}',
-                '{"torch": true, "faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}',
-                '{"torch": "2", "faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}',
-                '{"faiss": 0, "python": "/venv/bin/python", "cuda_visible_devices": null}'):
-        assert gpus.inherited_counts(python, {gpus.GPUS_HERE_ENV: bad}) is None, bad
+    told_listed = {**listed, gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2}, venv, env=listed)}
+    assert gpus.inherited_counts(venv, told_listed) == {"torch": 2, "faiss": 0}
+    assert gpus.inherited_counts(venv, {}) is None
+    for bad in ("{", "[]", '{"torch": -1, "faiss": 0, "environment": "/work/.venv", "cuda_visible_devices": null}',
+                '{"torch": true, "faiss": 0, "environment": "/work/.venv", "cuda_visible_devices": null}',
+                '{"torch": "2", "faiss": 0, "environment": "/work/.venv", "cuda_visible_devices": null}',
+                '{"faiss": 0, "environment": "/work/.venv", "cuda_visible_devices": null}'):
+        assert gpus.inherited_counts(venv, {gpus.GPUS_HERE_ENV: bad}) is None, bad
 
 
 def test_a_count_handed_down_is_not_asked_again(monkeypatch, tmp_path):
     monkeypatch.setattr(gpus, "DRIVER_NODES", (str(tmp_path),))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    python = str(tmp_path / "python")
-    monkeypatch.setenv(gpus.GPUS_HERE_ENV, gpus.counts_for_jobs({"torch": 3, "faiss": 0}, python))
+    monkeypatch.setenv(gpus.GPUS_HERE_ENV, gpus.counts_for_jobs({"torch": 3, "faiss": 0}))
     monkeypatch.setattr(gpus.subprocess, "run", lambda *a, **k: pytest.fail("asked torch again"))
     gpus.gpus_here.cache_clear()
     try:
-        assert gpus.gpus_here(python) == {"torch": 3, "faiss": 0}
+        assert gpus.gpus_here() == {"torch": 3, "faiss": 0}
     finally:
         gpus.gpus_here.cache_clear()
 
@@ -131,29 +130,27 @@ def test_the_process_that_runs_the_jobs_hands_its_count_down(monkeypatch):
     gpus.gpus_here_for_jobs.cache_clear()
     try:
         assert gpus.gpus_here_for_jobs() == {"torch": 2, "faiss": 1}
-        from dcsr.pipeline.job_shell import running_python
-
-        assert gpus.inherited_counts(str(running_python())) == {"torch": 2, "faiss": 1}
+        assert gpus.inherited_counts() == {"torch": 2, "faiss": 1}
     finally:
         gpus.gpus_here_for_jobs.cache_clear()
 
 
 def test_a_gpu_job_started_with_the_count_pins_its_gpu_without_asking_torch(tmp_path):
-    """The real wrapper on a machine with a (stand-in) GPU driver: told 2 GPUs by the process
+    """The real wrapper on a machine with a (stand-in) GPU driver, started as a job starts it
+    (the venv's ``python``, where Snakemake runs as its ``python3``): told 2 GPUs by the process
     that started it, it takes one; told nothing, it asks this machine's torch (a CPU build
     here: no GPU), and the command runs untouched."""
-    from dcsr.pipeline.job_shell import running_python
-
     code = ("import sys; from dcsr.pipeline import gpus; "
             f"gpus.DRIVER_NODES = ({str(tmp_path)!r},); gpus.run(sys.argv[1:])")
     env = {**os.environ, "PYTHONPATH": str(SRC), "DCSR_GPU_LOCK_DIR": str(tmp_path / "locks")}
     for name in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", gpus.GPUS_HERE_ENV):
         env.pop(name, None)
-    told = {gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2, "faiss": 0}, str(running_python()), env={})}
-    r = subprocess.run([sys.executable, "-c", code, "1", "--", *SHOW], env={**env, **told}, capture_output=True,
+    python = next(p for p in (Path(sys.prefix) / "bin" / n for n in ("python", "python3")) if p.exists())
+    told = {gpus.GPUS_HERE_ENV: gpus.counts_for_jobs({"torch": 2, "faiss": 0}, env={})}
+    r = subprocess.run([str(python), "-c", code, "1", "--", *SHOW], env={**env, **told}, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "0", r.stderr
-    r = subprocess.run([sys.executable, "-c", code, "1", "--", *SHOW], env=env, capture_output=True, text=True,
+    r = subprocess.run([str(python), "-c", code, "1", "--", *SHOW], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "unset", r.stderr
 
@@ -336,7 +333,8 @@ def test_on_a_gpu_machine_the_gpu_jobs_take_one_each_and_start_pinned(tmp_path):
     assert len(gpu_jobs) >= 4 and {c.split(" -- ")[0] for c in gpu_jobs} == {"python -m dcsr.pipeline.gpus 1"}
     # the count goes down to the jobs (DCSR_GPUS_HERE), so that none asks torch again
     handed = json.loads(re.search(r"handed down: (.*)", out).group(1))
-    assert {k: handed[k] for k in ("torch", "faiss")} == {"torch": 2, "faiss": 0}
+    assert handed == {"torch": 2, "faiss": 0, "environment": sys.prefix,
+                      "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def test_on_a_cpu_machine_the_dag_is_the_configs(tmp_path):

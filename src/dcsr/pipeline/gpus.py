@@ -28,8 +28,8 @@ machine pays nothing and the process that builds the DAG never initialises CUDA.
 imports torch and faiss and starts CUDA (662 MB and seconds of CPU in every GPU job of the GPU
 kit's DAG on an H200, 2026-11-28: its ``children_peak_rss_mb``), so the process that builds the
 DAG asks once and hands its answer to the GPU jobs it starts on this machine
-(:func:`counts_for_jobs`, :data:`GPUS_HERE_ENV`); a job started by another Python (a conda
-environment's) or under another ``CUDA_VISIBLE_DEVICES`` asks for itself.
+(:func:`counts_for_jobs`, :data:`GPUS_HERE_ENV`); a job that runs in another environment (a
+conda environment's) or under another ``CUDA_VISIBLE_DEVICES`` asks for itself.
 """
 
 from __future__ import annotations
@@ -86,23 +86,28 @@ GPUS_HERE_ENV = "DCSR_GPUS_HERE"
 _COUNTED = ("torch", "faiss")
 
 
-def counts_for_jobs(counts: dict[str, int], python: str, env=None) -> str:
-    """:data:`GPUS_HERE_ENV`'s value: ``counts`` as ``python`` found them under this
-    ``CUDA_VISIBLE_DEVICES``, which a job's :func:`gpus_here` takes only where both are its own."""
+def counts_for_jobs(counts: dict[str, int], environment: str | None = None, env=None) -> str:
+    """:data:`GPUS_HERE_ENV`'s value: ``counts`` as the Python environment ``environment``
+    (default: this one, ``sys.prefix``) found them under this ``CUDA_VISIBLE_DEVICES``, which a
+    job's :func:`gpus_here` takes only where both are its own. The environment, not the
+    interpreter's path: Snakemake runs as the venv's ``python3`` and a job as its ``python``."""
     env = os.environ if env is None else env
-    return json.dumps({**{k: int(counts.get(k, 0)) for k in _COUNTED}, "python": str(python),
+    return json.dumps({**{k: int(counts.get(k, 0)) for k in _COUNTED},
+                       "environment": sys.prefix if environment is None else str(environment),
                        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES")})
 
 
-def inherited_counts(python: str, env=None) -> dict[str, int] | None:
-    """The counts :data:`GPUS_HERE_ENV` hands down, where ``python`` counted them under the
-    ``CUDA_VISIBLE_DEVICES`` of ``env``; None where it is unset, malformed or another's."""
+def inherited_counts(environment: str | None = None, env=None) -> dict[str, int] | None:
+    """The counts :data:`GPUS_HERE_ENV` hands down, where ``environment`` (default: this one)
+    counted them under the ``CUDA_VISIBLE_DEVICES`` of ``env``; None where it is unset,
+    malformed or another's."""
     env = os.environ if env is None else env
+    environment = sys.prefix if environment is None else str(environment)
     try:
         told = json.loads(env.get(GPUS_HERE_ENV) or "null")
     except ValueError:
         return None
-    if (not isinstance(told, dict) or told.get("python") != str(python)
+    if (not isinstance(told, dict) or told.get("environment") != environment
             or told.get("cuda_visible_devices") != env.get("CUDA_VISIBLE_DEVICES")):
         return None
     counts = {k: told.get(k) for k in _COUNTED}
@@ -114,16 +119,16 @@ def inherited_counts(python: str, env=None) -> dict[str, int] | None:
 @functools.cache
 def gpus_here(python: str | None = None) -> dict[str, int]:
     """``{"torch": n, "faiss": m}``: the GPUs that torch's CUDA and faiss see on this machine,
-    as the process that started this one counted them with this Python (:func:`inherited_counts`),
-    else asked of ``python`` in a child process (0 where it fails, or where no GPU driver or
-    ``CUDA_VISIBLE_DEVICES`` hides them all, without asking)."""
+    asked of ``python`` (default: this Python, unless the process that started this one counted
+    them in this environment, :func:`inherited_counts`) in a child process (0 where it fails, or
+    where no GPU driver or ``CUDA_VISIBLE_DEVICES`` hides them all, without asking)."""
     none = {"torch": 0, "faiss": 0}
     if listed_devices() == [] or not gpu_driver_present(DRIVER_NODES):
         return none
-    python = python or str(running_python())  # absolute: Snakemake's --directory moved the cwd
-    if (known := inherited_counts(python)) is not None:
+    if python is None and (known := inherited_counts()) is not None:
         return known
     try:
+        python = python or str(running_python())  # absolute: Snakemake's --directory moved the cwd
         r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=300)
         counts = json.loads(r.stdout.strip().splitlines()[-1])
         return {k: int(counts.get(k, 0)) for k in none}
@@ -138,7 +143,7 @@ def gpus_here_for_jobs() -> dict[str, int]:
     environment), so that a GPU job's ``python -m dcsr.pipeline.gpus`` does not start torch and
     faiss a second time to count them. For the process that runs the jobs on this machine."""
     counts = gpus_here()
-    os.environ[GPUS_HERE_ENV] = counts_for_jobs(counts, str(running_python()))
+    os.environ[GPUS_HERE_ENV] = counts_for_jobs(counts)
     return counts
 
 
