@@ -70,28 +70,32 @@ def test_cuda_visible_devices_is_read_as_cuda_reads_it():
     assert gpus.listed_devices({"CUDA_VISIBLE_DEVICES": "GPU-1a2b,MIG-3c"}) == ["GPU-1a2b", "MIG-3c"]
 
 
-def test_without_a_gpu_driver_nothing_is_asked(monkeypatch):
+@pytest.fixture
+def uncached():
+    """The GPU count asked afresh in the test and forgotten after it (both are cached per process;
+    taken before a test replaces one)."""
+    cached = (gpus.gpus_here, gpus.gpus_here_for_jobs)
+    for f in cached:
+        f.cache_clear()
+    yield
+    for f in cached:
+        f.cache_clear()
+
+
+def test_without_a_gpu_driver_nothing_is_asked(monkeypatch, uncached):
     monkeypatch.setattr(gpus, "DRIVER_NODES", ("/nonexistent/nvidiactl",))
     monkeypatch.setattr(gpus.subprocess, "run", lambda *a, **k: pytest.fail("asked torch without a driver"))
-    gpus.gpus_here.cache_clear()
-    try:
-        assert gpus.gpus_here() == {"torch": 0, "faiss": 0}
-    finally:
-        gpus.gpus_here.cache_clear()
+    assert gpus.gpus_here() == {"torch": 0, "faiss": 0}
 
 
-def test_the_count_comes_from_torch_and_faiss_in_a_child_process(monkeypatch, tmp_path):
+def test_the_count_comes_from_torch_and_faiss_in_a_child_process(monkeypatch, uncached, tmp_path):
     fake = tmp_path / "python"
     fake.write_text('#!/bin/sh\necho "some warning"\necho \'{"torch": 2, "faiss": 1}\'\n')
     fake.chmod(0o755)
     monkeypatch.setattr(gpus, "DRIVER_NODES", (str(tmp_path),))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    gpus.gpus_here.cache_clear()
-    try:
-        assert gpus.gpus_here(str(fake)) == {"torch": 2, "faiss": 1}
-        assert gpus.gpus_here(str(tmp_path / "missing")) == {"torch": 0, "faiss": 0}  # said on stderr, not raised
-    finally:
-        gpus.gpus_here.cache_clear()
+    assert gpus.gpus_here(str(fake)) == {"torch": 2, "faiss": 1}
+    assert gpus.gpus_here(str(tmp_path / "missing")) == {"torch": 0, "faiss": 0}  # said on stderr, not raised
 
 
 def test_the_count_handed_down_is_taken_only_in_the_environment_that_counted_under_the_same_devices():
@@ -111,28 +115,20 @@ def test_the_count_handed_down_is_taken_only_in_the_environment_that_counted_und
         assert gpus.inherited_counts(venv, {gpus.GPUS_HERE_ENV: bad}) is None, bad
 
 
-def test_a_count_handed_down_is_not_asked_again(monkeypatch, tmp_path):
+def test_a_count_handed_down_is_not_asked_again(monkeypatch, uncached, tmp_path):
     monkeypatch.setattr(gpus, "DRIVER_NODES", (str(tmp_path),))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv(gpus.GPUS_HERE_ENV, gpus.counts_for_jobs({"torch": 3, "faiss": 0}))
     monkeypatch.setattr(gpus.subprocess, "run", lambda *a, **k: pytest.fail("asked torch again"))
-    gpus.gpus_here.cache_clear()
-    try:
-        assert gpus.gpus_here() == {"torch": 3, "faiss": 0}
-    finally:
-        gpus.gpus_here.cache_clear()
+    assert gpus.gpus_here() == {"torch": 3, "faiss": 0}
 
 
-def test_the_process_that_runs_the_jobs_hands_its_count_down(monkeypatch):
+def test_the_process_that_runs_the_jobs_hands_its_count_down(monkeypatch, uncached):
     monkeypatch.setattr(gpus, "gpus_here", lambda python=None: {"torch": 2, "faiss": 1})
     monkeypatch.delenv(gpus.GPUS_HERE_ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    gpus.gpus_here_for_jobs.cache_clear()
-    try:
-        assert gpus.gpus_here_for_jobs() == {"torch": 2, "faiss": 1}
-        assert gpus.inherited_counts() == {"torch": 2, "faiss": 1}
-    finally:
-        gpus.gpus_here_for_jobs.cache_clear()
+    assert gpus.gpus_here_for_jobs() == {"torch": 2, "faiss": 1}
+    assert gpus.inherited_counts() == {"torch": 2, "faiss": 1}
 
 
 def test_a_gpu_job_started_with_the_count_pins_its_gpu_without_asking_torch(tmp_path):
