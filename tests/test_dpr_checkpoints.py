@@ -154,7 +154,7 @@ def test_a_pair_has_one_similarity_and_one_vector_size(dpr_pair, tiny_bert, tmp_
 
 
 def test_sentence_transformers_folders_of_either_layout_give_their_similarity(tiny_bert, tmp_path):
-    from dcsr.models.biencoder import family_similarity
+    from dcsr.models.similarity import family_similarity
 
     # as sentence-transformers 6 writes it (module types and pooling_mode of v6)
     assert {k: v for k, v in family_similarity(str(_st_init(tiny_bert, tmp_path / "a", "mean", True))).items()

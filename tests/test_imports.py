@@ -113,3 +113,27 @@ def test_the_layer_check_finds_an_upward_import():
     graph = {"data.formats": {"errors"}, "errors": set(), "models.biencoder": {"data.formats"},
              "data.subsets": {"attribution.analysis"}, "attribution.analysis": {"data.subsets"}}
     assert upward_imports(graph) == [("data.subsets", "attribution.analysis")]
+
+
+#: docs/code.md: one job a module; a module past about this many lines usually holds two.
+MAX_MODULE_LINES = 600
+
+
+def long_modules(root: Path = SRC, limit: int = MAX_MODULE_LINES) -> list[tuple[str, int]]:
+    """``(module path, lines)`` of every module of ``root`` longer than ``limit`` lines."""
+    sizes = ((p.relative_to(root).as_posix(), len(p.read_text(encoding="utf-8").splitlines()))
+             for p in sorted(root.rglob("*.py")))
+    return [(name, n) for name, n in sizes if n > limit]
+
+
+def test_every_module_of_dcsr_holds_one_job():
+    """A module past 600 lines is split where its second job starts (index.py's GPU placement
+    became placement.py, biencoder.py's encoder families similarity.py)."""
+    assert long_modules() == []
+
+
+def test_the_size_check_finds_a_long_module(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "short.py").write_text("x = 1\n" * 600)
+    (tmp_path / "pkg" / "long.py").write_text("x = 1\n" * 601)
+    assert long_modules(tmp_path) == [("pkg/long.py", 601)]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dcsr.retrieval.index as index_mod
+import dcsr.retrieval.placement as placement
 from dcsr.errors import InputError
 from dcsr.retrieval.index import index_shard, read_index, search_shard_many
 
@@ -130,7 +130,7 @@ def test_faiss_gpus_get_what_they_can_hold_and_the_rest_stays_on_the_cpu(shard, 
     stay on the CPU with a log line saying why. The hits are the CPU index's either way."""
     want = _hits(shard, factory, f"{factory}-cpu", use_gpu=False)
     calls = fake_gpus(n=1)
-    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.index"):
+    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.placement"):
         index = read_index(_index(shard, factory), use_gpu="auto")
     if cloned:
         assert [name for name, _ in calls] == [cloned]
@@ -151,7 +151,7 @@ def test_a_cloner_error_keeps_the_index_on_the_cpu(shard, fake_gpus, caplog):
     calls = fake_gpus(n=2, fail="Error in ... at StandardGpuResources.cpp:564: Error: 'err == cudaSuccess' "
                                 "failed: StandardGpuResources: alloc fail type TemporaryMemoryBuffer dev 0 "
                                 "space Device stream 0x0 size 1610612736 bytes (cudaMalloc error out of memory [2])")
-    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.index"):
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.placement"):
         index = read_index(_index(shard, "Flat"), use_gpu="auto")
     assert len(calls) == 1 and type(index).__name__ == "IndexFlatIP"
     assert "stays on the CPU" in caplog.text and "cudaMalloc error out of memory" in caplog.text
@@ -184,7 +184,7 @@ def test_torch_ranks_exactly_as_faiss_flat(metric, k):
     q = rng.normal(size=(23, DIM)).astype(np.float32)
     index = _flat(x, metric)
     want_s, want_r = index.search(q, k)
-    got_s, got_r = index_mod.TorchFlatIndex(index, device="cpu", chunk_rows=11, query_batch=7).search(q, k)
+    got_s, got_r = placement.TorchFlatIndex(index, device="cpu", chunk_rows=11, query_batch=7).search(q, k)
     assert got_s.dtype == np.float32 and got_r.dtype == np.int64 and got_r.shape == (23, k)
     np.testing.assert_array_equal(got_r, want_r)
     np.testing.assert_allclose(got_s, want_s, rtol=1e-5, atol=1e-4)
@@ -199,7 +199,7 @@ def test_torch_past_ntotal_pads_as_faiss_does(metric):
     q = rng.normal(size=(4, DIM)).astype(np.float32)
     for index in (_flat(x, metric), _flat(x[:0], metric)):
         want_s, want_r = index.search(q, 9)
-        got_s, got_r = index_mod.TorchFlatIndex(index, device="cpu", chunk_rows=4).search(q, 9)
+        got_s, got_r = placement.TorchFlatIndex(index, device="cpu", chunk_rows=4).search(q, 9)
         np.testing.assert_array_equal(got_r, want_r)
         np.testing.assert_allclose(got_s, want_s, rtol=1e-5)
         assert (got_r[:, len(x[:index.ntotal]):] == -1).all()
@@ -208,15 +208,15 @@ def test_torch_past_ntotal_pads_as_faiss_does(metric):
 @pytest.fixture
 def torch_cuda(monkeypatch):
     """torch "sees CUDA", and the torch path runs on the CPU."""
-    monkeypatch.setattr(index_mod, "torch_cuda_available", lambda: True)
-    monkeypatch.setattr(index_mod, "TORCH_DEVICE", "cpu")
+    monkeypatch.setattr(placement, "torch_cuda_available", lambda: True)
+    monkeypatch.setattr(placement, "TORCH_DEVICE", "cpu")
 
 
 def test_index_gpu_torch_searches_a_flat_shard_as_faiss_does(shard, torch_cuda, caplog):
     """search_shard_many with index.gpu torch: the same .npz, score for score, as faiss on the CPU."""
     want = _hits(shard, "Flat", "flat-cpu", use_gpu=False, k=25)
-    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.index"):
-        assert isinstance(read_index(_index(shard, "Flat"), use_gpu="torch"), index_mod.TorchFlatIndex)
+    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.placement"):
+        assert isinstance(read_index(_index(shard, "Flat"), use_gpu="torch"), placement.TorchFlatIndex)
     assert "searched exactly in torch on cpu" in caplog.text
     got = _hits(shard, "Flat", "flat-torch", use_gpu="torch", k=25)
     np.testing.assert_array_equal(got[1], want[1])
@@ -224,7 +224,7 @@ def test_index_gpu_torch_searches_a_flat_shard_as_faiss_does(shard, torch_cuda, 
 
 
 def test_index_gpu_torch_leaves_other_factories_to_faiss_on_the_cpu(shard, torch_cuda, caplog):
-    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.index"):
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.placement"):
         index = read_index(_index(shard, "SQ8"), use_gpu="torch")
     assert type(index).__name__ == "IndexScalarQuantizer"
     assert "stays with faiss on the CPU" in caplog.text and "Flat indexes only" in caplog.text
@@ -234,15 +234,15 @@ def test_auto_prefers_faiss_gpus_then_torch_then_the_cpu(shard, fake_gpus, monke
     import faiss
 
     path = _index(shard, "Flat")
-    monkeypatch.setattr(index_mod, "TORCH_DEVICE", "cpu")
-    monkeypatch.setattr(index_mod, "torch_cuda_available", lambda: True)
+    monkeypatch.setattr(placement, "TORCH_DEVICE", "cpu")
+    monkeypatch.setattr(placement, "torch_cuda_available", lambda: True)
     fake_gpus(n=1)
     assert isinstance(read_index(path, use_gpu="auto"), FakeGpuIndex)  # faiss-gpu where faiss sees a GPU
-    assert isinstance(read_index(path, use_gpu="torch"), index_mod.TorchFlatIndex)  # torch when asked
+    assert isinstance(read_index(path, use_gpu="torch"), placement.TorchFlatIndex)  # torch when asked
     monkeypatch.setattr(faiss, "get_num_gpus", lambda: 0)
-    assert isinstance(read_index(path, use_gpu="auto"), index_mod.TorchFlatIndex)
-    monkeypatch.setattr(index_mod, "TORCH_DEVICE", "cuda")
-    monkeypatch.setattr(index_mod, "torch_cuda_available", lambda: False)
+    assert isinstance(read_index(path, use_gpu="auto"), placement.TorchFlatIndex)
+    monkeypatch.setattr(placement, "TORCH_DEVICE", "cuda")
+    monkeypatch.setattr(placement, "torch_cuda_available", lambda: False)
     assert type(read_index(path, use_gpu="auto")).__name__ == "IndexFlatIP"  # neither: faiss on the CPU
     with pytest.raises(InputError, match="config: index.gpu: torch asks for exact search in torch on CUDA"):
         read_index(path, use_gpu="torch")
@@ -286,7 +286,7 @@ def test_a_machine_without_a_gpu_driver_searches_without_importing_torch(tmp_pat
     node.touch() if driver else None
     code = ("import sys, dcsr.drivers as d; "
             f"d.DRIVER_NODES = ({str(node)!r},); "
-            "import dcsr.retrieval.index as ix; print(ix.torch_cuda_available(), 'torch' in sys.modules)")
+            "import dcsr.retrieval.placement as ix; print(ix.torch_cuda_available(), 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert r.returncode == 0, r.stderr

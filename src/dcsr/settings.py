@@ -71,7 +71,7 @@ AMP = ("auto", "bf16", "fp16", "off")
 EMBED_BACKENDS = ("auto", "torch", "torch-cast", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 MATCH_TYPES = ("string", "regex")
-INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.index.place_index
+INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index
 #: The largest seed: numpy's (``RandomState``, ``default_rng``) take 0..2**32-1, and every seed of
 #: the config (``seed:``, ``train.seed``, a subset's, the sweep's) reaches one of them.
 SEED_MAX = 2**32 - 1
@@ -217,7 +217,7 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                      "as nprobe=64 (IVF), efSearch=128 (HNSW) or nprobe=32,quantizer_efSearch=64 "
                                      "(empty: FAISS's defaults, nprobe=1 and efSearch=16); changing it searches "
                                      "again without rebuilding the indexes"),
-        "gpu": _s((str, bool), "auto", "where each shard index is searched (dcsr.retrieval.index.place_index): "
+        "gpu": _s((str, bool), "auto", "where each shard index is searched (dcsr.retrieval.placement.place_index): "
                                        "auto (faiss-gpu where faiss sees a GPU; else torch on CUDA for a Flat index "
                                        "where torch sees a GPU; else faiss on the CPU); true (faiss-gpu, the index "
                                        "sharded over every GPU, Flat in fp16; an index faiss-gpu cannot hold, such as "

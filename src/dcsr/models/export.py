@@ -35,7 +35,8 @@ from typing import Any, Mapping
 
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
-from dcsr.models.biencoder import ST_SCALE, _quiet_transformers, load_biencoder
+from dcsr.models.biencoder import _quiet_transformers, load_biencoder
+from dcsr.models.similarity import ST_SCALE
 
 DPR_FORMAT = "dpr"
 ST_FORMAT = "sentence-transformers"

@@ -200,13 +200,13 @@ def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = "")
                                                   "and , _ . -, such as Flat, SQ8, HNSW32, IVF4096,PQ64)")
     import faiss
 
-    from dcsr.retrieval.index import _faiss_message  # FAISS's words, without its C++ function and line
+    from dcsr.retrieval.placement import faiss_message  # FAISS's words, without its C++ function and line
 
     try:
         return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise InputError("config: index.factory",
-                         f"FAISS cannot build {factory!r}{whose}: {_faiss_message(e)}") from None
+                         f"FAISS cannot build {factory!r}{whose}: {faiss_message(e)}") from None
 
 
 def check_search_params(search_params: str, factory: str, dim: int = DEFAULT_WIDTH, whose: str = ""):

@@ -334,7 +334,7 @@ class ConfigView:
 
     def index_on_gpu(self, here: dict) -> bool:
         """Whether the shard indexes are searched on a GPU where torch and faiss see ``here``'s
-        GPUs, as ``index.gpu`` has dcsr.retrieval.index.place_index choose: faiss-gpu (true,
+        GPUs, as ``index.gpu`` has dcsr.retrieval.placement.place_index choose: faiss-gpu (true,
         auto), else torch on CUDA for a Flat index (torch, auto), else faiss on the CPU."""
         mode = self.config["index"]["gpu"]
         mode = mode if isinstance(mode, bool) else str(mode).lower()

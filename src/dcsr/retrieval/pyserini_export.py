@@ -54,6 +54,7 @@ from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import file_digests
 from dcsr.retrieval.index import check_ids, load_npy, read_index
+from dcsr.retrieval.placement import load_faiss
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +68,6 @@ SENTENCE_SEPARATOR = "#"
 _CHUNK = 1 << 16  # vectors read back from a shard and added at a time, docids written at a time
 
 
-def _faiss():
-    import faiss
-
-    return faiss
-
-
 def _refuse_merge(factory: str, n: int, path) -> InputError:
     return InputError("config: index.factory", (
         f"{factory} ({path}): {n} shard indexes of a factory other than Flat do not merge into the one index "
@@ -84,7 +79,7 @@ def _refuse_merge(factory: str, n: int, path) -> InputError:
 
 def _flat_ip(index):
     """The shard index as a FAISS Flat index of inner products, or None when it is another kind."""
-    faiss = _faiss()
+    faiss = load_faiss()
     flat = faiss.downcast_index(index)
     if isinstance(flat, faiss.IndexFlat) and flat.metric_type == faiss.METRIC_INNER_PRODUCT:
         return flat
@@ -119,7 +114,7 @@ def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.Pa
                            out_dir: Path, search_params: str = "") -> dict:
     """``out_dir/index`` and ``out_dir/docid`` from the shards ``(index, ids .npy, sentence numbers
     .npy or None)`` in shard order (see the module's text); returns what they hold."""
-    faiss = _faiss()
+    faiss = load_faiss()
     if not shards:
         raise InputError("export_pyserini", "no shard indexes to export")
     merged, kind, dim = None, None, None
