@@ -14,8 +14,9 @@ beside its Holm-adjusted one (``dcsr.evaluation.claims.holm``), and nothing is p
 pairs over the same questions (seeds of one model, or several models on one dev set) counted
 each question several times as if independent: a 910-question dev set read as 3,640 questions.
 With ``--seeds`` the pairs are training seeds of one comparison on the same questions (seed k
-of A against seed k of B): they are compared as the claims ledger compares seeds, with a
-two-level bootstrap over seeds and questions (``dcsr.evaluation.claims.compare_seeded``).
+of A against seed k of B): they are compared as the claims ledger compares seeds, with a t test
+over seeds and questions (``dcsr.evaluation.claims.compare_seeded``: two-way analysis of
+variance, Satterthwaite's degrees of freedom).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def seeded(pairs: list[tuple[str, str]], ks) -> list[dict]:
         hit = np.array([[[r[q] is not None and r[q] <= k for q in qids] for r in pair] for pair in runs], dtype=float)
         c = compare_seeded(hit[:, 0], hit[:, 1])
         rows.append({"k": k, "questions": len(qids), "seeds": len(runs), "difference": c.difference, "low": c.low,
-                     "high": c.high, "p": c.p_value})
+                     "high": c.high, "p": c.p_value, "df": c.df})
     for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
         row["p_holm"] = adjusted
     return rows
@@ -90,10 +91,11 @@ def main() -> None:
         ap.error("give the files in pairs: A1 B1 [A2 B2 ...]")
     pairs = list(zip(args.files[::2], args.files[1::2]))
     if args.seeds:
-        print(f"{len(pairs)} seeds; B - A in points, 95% two-level bootstrap interval, p, p (Holm over the ks)")
+        print(f"{len(pairs)} seeds; B - A in points, 95% t interval over seeds and questions, p, p (Holm over the "
+              "ks), degrees of freedom")
         for r in seeded(pairs, args.ks):
             print(f"top{r['k']}\t{r['difference']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}]\t{r['p']:.3g}\t"
-                  f"{r['p_holm']:.3g}")
+                  f"{r['p_holm']:.3g}\t{r['df'] if r['df'] is None else round(r['df'], 1)}")
         return
     print("A\tB\tquestions\tk\tonly A\tonly B\tp (sign test)\tp (Holm, all rows)")
     for r in family(pairs, args.ks):
