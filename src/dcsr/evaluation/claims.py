@@ -196,8 +196,8 @@ def seed_variance(pairs: np.ndarray) -> tuple[float, float, float]:
     (1946). With few seeds and a real seed-to-seed spread that is near R - 1, so a t quantile
     widens the interval as three seeds warrant; with a negligible one it is near n - 1. A
     bootstrap over 3 seed pairs, which this replaces, cannot do that: on simulated null
-    comparisons (3 seeds, 2,000 questions, seeds' sd 5 points) it found a difference in 20% of
-    them at the 5% level, this test in 4.4% (benchmarks/claims-statistics)."""
+    comparisons (3 seeds, 2,000 questions, seeds' sd 5 points) it found a difference in 18-20% of
+    them at the 5% level, this test in 6.2% (benchmarks/claims-statistics; with 2 seeds 10-12.5%)."""
     d = np.asarray(pairs, dtype=float)
     runs, n = d.shape
     by_seed, by_question, mean = d.mean(axis=1), d.mean(axis=0), float(d.mean())
