@@ -336,28 +336,6 @@ def test_skipped_questions_are_counted(tok):
     assert batch.q["input_ids"].shape[0] == 2
 
 
-def test_an_answer_only_in_a_cut_tail_does_not_make_a_positive(tok):
-    """passage_max_length cuts the last kept sentence: the encoder sees "the capital city of" and
-    not "France", so that sentence is no positive (the question is skipped as beyond the cap);
-    with room for "France" it is the positive again."""
-    from dcsr.models.markers import kept_text
-
-    gold = _ctx("", "The cat sat on the mat. Paris is the capital city of France.", 7)
-    rec = {**REC_A, "answers": ["France"], "positive_ctxs": [gold]}
-    short = _builder(tok, passage_max_length=16)
-    ids, _types, positions, kept = short.encode(gold)[0]
-    assert kept == [0, 1] and len(ids) == 16 and "france" not in _tokens(tok, ids)
-    assert short.skip_reason(rec) == "answer_beyond_cap"
-    assert short.sample(rec, random.Random(0)).extra["skip"] == "answer_beyond_cap"
-    assert _builder(tok, passage_max_length=20).skip_reason(rec) is None
-    assert _sentence_texts(_builder(tok, passage_max_length=20).sample(rec, random.Random(0)))[0][0] == (
-        "Paris is the capital city of France.")
-    # what the encoder sees of a sentence, by its first tokens
-    sentence = "Paris is the capital city of France."
-    assert kept_text(tok, sentence, 6) == "Paris is the capital city of"
-    assert kept_text(tok, sentence, 8) == kept_text(tok, sentence, 99) == sentence
-
-
 @pytest.mark.parametrize("sampling, targets, vectors", [
     # batch [C, A]; C: pos + (in-passage) + 1 Oslo sentence; A: pos + (in-passage) + BM25
     ("bm25_1", [0, 2], 4),          # C: pos, Oslo | A: pos, 1 BM25

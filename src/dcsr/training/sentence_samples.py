@@ -14,8 +14,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from dcsr.data.answers import has_answer
-from dcsr.models.markers import (Span, collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker,
-                                 kept_text, tokenize_marked_questions)
+from dcsr.models.markers import Span, collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker, tokenize_marked_questions
 from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, check_value, defaults
 from dcsr.training.samples import Batch, Sample, SampleBuilder
 
@@ -50,8 +49,7 @@ class SentenceSampleBuilder(SampleBuilder):
 
     The positive is a random sentence of the gold passage (``positive_ctxs[0]``, or a random
     one with ``shuffle_positives``) that contains an answer under DPR's matching
-    (:func:`~dcsr.data.answers.has_answer` on the sentence text the encoder sees: a sentence whose
-    tail ``passage_max_length`` cuts is judged on what is left). Only sentences that get a marker
+    (:func:`~dcsr.data.answers.has_answer` on the sentence text). Only sentences that get a marker
     inside the caps (``max_sentences``, ``passage_max_length``) can be sampled. BM25 passages
     are ``hard_negative_ctxs`` (DPR's fallback: ``negative_ctxs`` when there are none); if no
     negative sentence can be found a question simply has fewer negatives (counted). A negative
@@ -169,20 +167,13 @@ class SentenceSampleBuilder(SampleBuilder):
         return enc, spans
 
     def _answer_split(self, record, ctx, enc, spans) -> tuple[list[int], list[int]]:
-        """Kept sentences of ``ctx`` with and without an answer, judged on what the encoder sees
-        of them: the last kept sentence of a passage filled to ``passage_max_length`` may have
-        lost its tail (:func:`~dcsr.models.markers.encode_passage_with_markers`), and an answer
-        only in that tail does not make it a positive."""
+        """Kept sentences of ``ctx`` with and without an answer."""
         answers = record.get("answers", [])
         text = ctx["text"]
-        ids, _types, positions, kept = enc
         with_answer, without = [], []
-        for n, i in enumerate(kept):
+        for i in enc[3]:
             s, e = spans[i]
-            seen = text[s:e]
-            if n == len(kept) - 1 and len(ids) >= self.passage_max_length:  # its tail may be cut
-                seen = kept_text(self.tokenizer, seen, len(ids) - 2 - positions[n])  # its tokens up to [SEP]
-            (with_answer if has_answer(answers, seen, self.match_type) else without).append(i)
+            (with_answer if has_answer(answers, text[s:e], self.match_type) else without).append(i)
         return with_answer, without
 
     def skip_reason(self, record: Mapping[str, Any], gold: Mapping[str, Any] | None = None) -> str | None:
