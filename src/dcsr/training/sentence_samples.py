@@ -55,7 +55,7 @@ class SentenceSampleBuilder(SampleBuilder):
     a last kept sentence whose tail ``passage_max_length`` cuts can be the positive with its answer
     in the cut part (on the vendored SQuAD text, 10.7% of positive candidates at 96 tokens; 11 of
     6,297 records at the demo's 192). Judging the kept tokens instead moves the DCSR pins of every
-    kind of CPU, so it waits for re-pins on each (stop 52's note). BM25 passages
+    kind of CPU (config/pins.yaml), so it waits for a re-pin on each. BM25 passages
     are ``hard_negative_ctxs`` (DPR's fallback: ``negative_ctxs`` when there are none); if no
     negative sentence can be found a question simply has fewer negatives (counted). A negative
     context with a ``sentence`` field (mined by a DCSR checkpoint, :mod:`dcsr.retrieval.mining`) gives
