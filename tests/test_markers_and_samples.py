@@ -336,6 +336,38 @@ def test_skipped_questions_are_counted(tok):
     assert batch.q["input_ids"].shape[0] == 2
 
 
+def test_positive_text_kept_drops_an_answer_only_in_a_cut_tail(tok):
+    """passage_max_length cuts the last kept sentence: the encoder sees "the capital city of" and
+    not "France". By default (``whole``, DCSR's official code) that sentence is still the positive;
+    with ``positive_text: kept`` it is not (the question is skipped as beyond the cap), and with
+    room for "France" it is the positive again."""
+    from dcsr.models.markers import kept_text
+
+    gold = _ctx("", "The cat sat on the mat. Paris is the capital city of France.", 7)
+    rec = {**REC_A, "answers": ["France"], "positive_ctxs": [gold]}
+    paris = "Paris is the capital city of France."
+    whole = _builder(tok, passage_max_length=16)
+    ids, _types, positions, kept = whole.encode(gold)[0]
+    assert kept == [0, 1] and len(ids) == 16 and "france" not in _tokens(tok, ids)
+    assert whole.skip_reason(rec) is None
+    assert _sentence_texts(whole.sample(rec, random.Random(0)))[0][0] == paris
+    short = _builder(tok, passage_max_length=16, positive_text="kept")
+    assert short.skip_reason(rec) == "answer_beyond_cap"
+    assert short.sample(rec, random.Random(0)).extra["skip"] == "answer_beyond_cap"
+    roomy = _builder(tok, passage_max_length=20, positive_text="kept")
+    assert roomy.skip_reason(rec) is None
+    assert _sentence_texts(roomy.sample(rec, random.Random(0)))[0][0] == paris
+    # what the encoder sees of a sentence, by its first tokens
+    assert kept_text(tok, paris, 6) == "Paris is the capital city of"
+    assert kept_text(tok, paris, 8) == kept_text(tok, paris, 99) == paris
+    assert kept_text(tok, paris, 0) == ""
+
+
+def test_positive_text_is_checked(tok):
+    with pytest.raises(ValueError, match="positive_text"):
+        _builder(tok, positive_text="tail")
+
+
 @pytest.mark.parametrize("sampling, targets, vectors", [
     # batch [C, A]; C: pos + (in-passage) + 1 Oslo sentence; A: pos + (in-passage) + BM25
     ("bm25_1", [0, 2], 4),          # C: pos, Oslo | A: pos, 1 BM25

@@ -199,6 +199,14 @@ def test_reordered_keys_or_a_written_out_default_plan_the_same_training():
 
     settings = json.loads(args["base"])
     assert list(settings) == sorted(settings) and settings["adam_eps"] == 1e-8 and settings["sampling"]
+    # a DCSR model's own train: overrides dcsr:, which overrides the default
+    assert settings["positive_text"] == "whole"
+    kept = copy.deepcopy(base)
+    kept["dcsr"]["positive_text"] = "kept"
+    own = copy.deepcopy(kept)
+    own["models"]["dcsr-a"].setdefault("train", {})["positive_text"] = "whole"
+    assert json.loads(Plan(kept, basedir=REPO).train_settings_arg("dcsr-a"))["positive_text"] == "kept"
+    assert json.loads(Plan(own, basedir=REPO).train_settings_arg("dcsr-a"))["positive_text"] == "whole"
 
 
 def test_the_training_launcher_is_built_from_integers_only():

@@ -70,6 +70,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AMP = ("auto", "bf16", "fp16", "off")
 EMBED_BACKENDS = ("auto", "torch", "torch-cast", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
+POSITIVE_TEXTS = ("whole", "kept")
 MATCH_TYPES = ("string", "regex")
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index
 #: The largest seed: numpy's (``RandomState``, ``default_rng``) take 0..2**32-1, and every seed of
@@ -152,6 +153,9 @@ DCSR_TRAIN: dict[str, Setting] = {
     "sampling": _s(str, "inpassage_bm25", "DCSR negatives (Table 4): bm25_1 (+1 BM25), bm25_2 (+2 BM25), "
                                           "inpassage_bm25 (+1 in-passage +1 BM25)", choices=SAMPLINGS),
     "max_sentences": _s(int, 10, "<sent> markers per passage (DCSR's code: 10)", low=1),
+    "positive_text": _s(str, "whole", "where a positive sentence's answer is looked for: whole (DCSR's code: the "
+                                      "whole sentence, even a tail that passage_max_length cuts) or kept (only "
+                                      "the tokens the encoder sees)", choices=POSITIVE_TEXTS),
 }
 
 #: Set by the pipeline from the training dataset's ``match``, not by a user.

@@ -150,6 +150,21 @@ def token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
     return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=False)]
 
 
+def kept_text(tokenizer, sentence: str, tokens: int) -> str:
+    """The part of ``sentence`` that its first ``tokens`` tokens cover (all of it when it has no
+    more): what the encoder sees of a sentence whose tail :func:`encode_passage_with_markers`
+    cut at ``max_length``. A fast tokenizer gives the characters up to that token's end (its
+    offsets); a slow one the tokens' text back (``convert_tokens_to_string``)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        if backend.truncation is not None:
+            backend.no_truncation()
+        offsets = backend.encode(sentence, add_special_tokens=False).offsets
+        return sentence if len(offsets) <= tokens else sentence[: offsets[tokens - 1][1]] if tokens > 0 else ""
+    pieces = tokenizer.tokenize(sentence)
+    return sentence if len(pieces) <= tokens else tokenizer.convert_tokens_to_string(pieces[:max(tokens, 0)])
+
+
 def _assemble(special: tuple[int, int, int], title_ids: list[int] | None, pieces: Sequence[list[int]],
               max_length: int, max_sentences: int) -> tuple[list[int], list[int], list[int], list[int]]:
     """One passage's ids, types, marker positions and kept sentences from its title's tokens

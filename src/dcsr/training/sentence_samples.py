@@ -14,7 +14,8 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from dcsr.data.answers import has_answer
-from dcsr.models.markers import Span, collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker, tokenize_marked_questions
+from dcsr.models.markers import (Span, collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker,
+                                 kept_text, tokenize_marked_questions)
 from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, check_value, defaults
 from dcsr.training.samples import Batch, Sample, SampleBuilder
 
@@ -50,12 +51,14 @@ class SentenceSampleBuilder(SampleBuilder):
     The positive is a random sentence of the gold passage (``positive_ctxs[0]``, or a random
     one with ``shuffle_positives``) that contains an answer under DPR's matching
     (:func:`~dcsr.data.answers.has_answer` on the sentence text). Only sentences that get a marker
-    inside the caps (``max_sentences``, ``passage_max_length``) can be sampled. The answer is looked
-    for in the whole sentence, as DCSR's official code labels sentences (on the untruncated text):
-    a last kept sentence whose tail ``passage_max_length`` cuts can be the positive with its answer
-    in the cut part (on the vendored SQuAD text, 10.7% of positive candidates at 96 tokens; 11 of
-    6,297 records at the demo's 192). Judging the kept tokens instead moves the DCSR pins of every
-    kind of CPU (config/pins.yaml), so it waits for a re-pin on each. BM25 passages
+    inside the caps (``max_sentences``, ``passage_max_length``) can be sampled. ``positive_text``
+    says where the answer is looked for: ``"whole"`` (default), the whole sentence, as DCSR's
+    official code labels sentences (on the untruncated text), so a last kept sentence whose tail
+    ``passage_max_length`` cuts can be the positive with its answer in the cut part (on the vendored
+    SQuAD text, 10.7% of positive candidates at 96 tokens; 11 of 6,297 records at the demo's 192);
+    ``"kept"``, only the tokens the encoder sees of it (:func:`~dcsr.models.markers.kept_text`).
+    The default stays the official code's: it is what the papers' numbers were made with, and the
+    pins of every kind of CPU (config/pins.yaml) were made with it. BM25 passages
     are ``hard_negative_ctxs`` (DPR's fallback: ``negative_ctxs`` when there are none); if no
     negative sentence can be found a question simply has fewer negatives (counted). A negative
     context with a ``sentence`` field (mined by a DCSR checkpoint, :mod:`dcsr.retrieval.mining`) gives
@@ -94,6 +97,7 @@ class SentenceSampleBuilder(SampleBuilder):
         self.sampling = self.settings["sampling"]
         self.max_sentences = self.settings["max_sentences"]
         self.match_type = self.settings["match_type"]
+        self.positive_text = self.settings["positive_text"]
         self.tokenizer = tokenizer if tokenizer is not None else self.bound_tokenizer
         self.spans = spans if spans is not None else self.bound_spans
         self.marker_id = ensure_sentence_marker(self.tokenizer) if self.tokenizer is not None else None
@@ -172,13 +176,21 @@ class SentenceSampleBuilder(SampleBuilder):
         return enc, spans
 
     def _answer_split(self, record, ctx, enc, spans) -> tuple[list[int], list[int]]:
-        """Kept sentences of ``ctx`` with and without an answer."""
+        """Kept sentences of ``ctx`` with and without an answer. With ``positive_text: kept`` a
+        sentence is judged on what the encoder sees of it: the last kept sentence of a passage
+        filled to ``passage_max_length`` may have lost its tail
+        (:func:`~dcsr.models.markers.encode_passage_with_markers`), and an answer only in that
+        tail does not count."""
         answers = record.get("answers", [])
         text = ctx["text"]
+        ids, _types, positions, kept = enc
         with_answer, without = [], []
-        for i in enc[3]:
+        for n, i in enumerate(kept):
             s, e = spans[i]
-            (with_answer if has_answer(answers, text[s:e], self.match_type) else without).append(i)
+            seen = text[s:e]
+            if self.positive_text == "kept" and n == len(kept) - 1 and len(ids) >= self.passage_max_length:
+                seen = kept_text(self.tokenizer, seen, len(ids) - 2 - positions[n])  # its tokens up to [SEP]
+            (with_answer if has_answer(answers, seen, self.match_type) else without).append(i)
         return with_answer, without
 
     def skip_reason(self, record: Mapping[str, Any], gold: Mapping[str, Any] | None = None) -> str | None:
