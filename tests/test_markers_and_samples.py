@@ -267,6 +267,27 @@ def test_no_inpassage_negative_falls_back_to_bm25(tok):
     assert builder.counts["inpassage_fallback"] == 1 and builder.counts["missing_negatives"] == 0
 
 
+def test_inpassage_negative_not_adjacent_skips_an_answer_sentences_neighbours(tok):
+    """inpassage_negative: any (Section 3.2.2) draws every answer-free gold sentence; not_adjacent
+    (DCSR's code) none next to an answer sentence, and falls back to BM25 when only those are left."""
+    four = {**REC_C, "positive_ctxs": [_ctx("Nile", "The Nile is long. It is in Egypt. It is wide. Boats use it.", 3)]}
+
+    def inpassage(builder, rec, seeds=40):
+        return {tuple(_sentence_texts(builder.sample(rec, random.Random(seed)))[0][1:]) for seed in range(seeds)}
+
+    assert inpassage(_builder(tok), four) == {("It is in Egypt.",), ("It is wide.",), ("Boats use it.",)}
+    apart = _builder(tok, inpassage_negative="not_adjacent")
+    assert inpassage(apart, four) == {("It is wide.",), ("Boats use it.",)}
+    assert apart.counts["inpassage_fallback"] == 0
+    # REC_A: the answer is sentence 1 of 3, so both answer-free sentences are its neighbours
+    assert inpassage(_builder(tok), REC_A) == {("Paris is a city.",), ("It is old.",)}
+    texts = _sentence_texts(apart.sample(REC_A, random.Random(0)))
+    assert texts[0] == ["The Seine flows there."] and apart.counts["inpassage_fallback"] == 1
+    assert sum(len(t) for t in texts[1:]) == 2 and apart.counts["missing_negatives"] == 0  # two BM25 sentences
+    with pytest.raises(ValueError, match="inpassage_negative"):
+        _builder(tok, inpassage_negative="near")
+
+
 def test_bm25_2_uses_two_passages(tok):
     builder = _builder(tok, "bm25_2")
     for seed in range(10):

@@ -71,6 +71,7 @@ AMP = ("auto", "bf16", "fp16", "off")
 EMBED_BACKENDS = ("auto", "torch", "torch-cast", "onnx-int8", "openvino")  # dcsr.retrieval.embed, dcsr.models.onnx_int8, .openvino_encoder
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 POSITIVE_TEXTS = ("whole", "kept")
+INPASSAGE_NEGATIVES = ("any", "not_adjacent")
 MATCH_TYPES = ("string", "regex")
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index
 #: The largest seed: numpy's (``RandomState``, ``default_rng``) take 0..2**32-1, and every seed of
@@ -156,6 +157,9 @@ DCSR_TRAIN: dict[str, Setting] = {
     "positive_text": _s(str, "whole", "where a positive sentence's answer is looked for: whole (DCSR's code: the "
                                       "whole sentence, even a tail that passage_max_length cuts) or kept (only "
                                       "the tokens the encoder sees)", choices=POSITIVE_TEXTS),
+    "inpassage_negative": _s(str, "any", "which answer-free sentence of the gold passage can be inpassage_bm25's "
+                                         "in-passage negative: any (Section 3.2.2) or not_adjacent (DCSR's code: "
+                                         "none next to an answer sentence)", choices=INPASSAGE_NEGATIVES),
 }
 
 #: Set by the pipeline from the training dataset's ``match``, not by a user.

@@ -46,7 +46,12 @@ class SentenceSampleBuilder(SampleBuilder):
     - ``"inpassage_bm25"`` (default, the paper's best): positive + 1 in-passage negative (a
       random sentence of the gold passage without an answer) + 1 BM25 random sentence; when
       the gold passage has no answer-free sentence, another BM25 sentence stands in
-      (Section 3.2.2).
+      (Section 3.2.2). ``inpassage_negative`` says which answer-free sentences can be drawn:
+      ``"any"`` (default), as Section 3.2.2 writes it ("a random sentence from
+      P/{P_s+}"); ``"not_adjacent"``, as DCSR's official code draws them (``create_label`` in
+      its ``dpr/models/biencoder.py`` labels the kept sentences next to an answer sentence 2, and
+      only label 0 is drawn), none next to an answer sentence. (The paper's introduction says
+      the opposite, that the strategy "samples neighboring sentences of the positive one".)
 
     The positive is a random sentence of the gold passage (``positive_ctxs[0]``, or a random
     one with ``shuffle_positives``) that contains an answer under DPR's matching
@@ -98,6 +103,7 @@ class SentenceSampleBuilder(SampleBuilder):
         self.max_sentences = self.settings["max_sentences"]
         self.match_type = self.settings["match_type"]
         self.positive_text = self.settings["positive_text"]
+        self.inpassage_negative = self.settings["inpassage_negative"]
         self.tokenizer = tokenizer if tokenizer is not None else self.bound_tokenizer
         self.spans = spans if spans is not None else self.bound_spans
         self.marker_id = ensure_sentence_marker(self.tokenizer) if self.tokenizer is not None else None
@@ -241,6 +247,9 @@ class SentenceSampleBuilder(SampleBuilder):
         if reason is not None:
             self.counts[f"skipped_{reason}"] += 1
             return Sample(record["question"], [], 0, {"skip": reason})
+        if self.inpassage_negative == "not_adjacent":  # DCSR's code: no neighbour of an answer sentence
+            answered = set(with_answer)
+            without = [i for i in without if i - 1 not in answered and i + 1 not in answered]
 
         hard = list(record.get("hard_negative_ctxs", []))
         others = list(record.get("negative_ctxs", []))
