@@ -35,6 +35,13 @@ def _lookup(spans: Mapping[Any, Sequence[Span]] | None, pid: Any):
         return None
 
 
+def not_adjacent(with_answer: Sequence[int], without: Sequence[int]) -> list[int]:
+    """The sentences of ``without`` that are no neighbour of a sentence of ``with_answer`` (by
+    sentence number): the in-passage negatives DCSR's official code can draw."""
+    answered = set(with_answer)
+    return [i for i in without if i - 1 not in answered and i + 1 not in answered]
+
+
 class SentenceSampleBuilder(SampleBuilder):
     """DCSR's sentence-aware samples (Section 3.2, Table 4) for :func:`dcsr.training.loop.train`.
 
@@ -247,9 +254,8 @@ class SentenceSampleBuilder(SampleBuilder):
         if reason is not None:
             self.counts[f"skipped_{reason}"] += 1
             return Sample(record["question"], [], 0, {"skip": reason})
-        if self.inpassage_negative == "not_adjacent":  # DCSR's code: no neighbour of an answer sentence
-            answered = set(with_answer)
-            without = [i for i in without if i - 1 not in answered and i + 1 not in answered]
+        if self.inpassage_negative == "not_adjacent":
+            without = not_adjacent(with_answer, without)
 
         hard = list(record.get("hard_negative_ctxs", []))
         others = list(record.get("negative_ctxs", []))
