@@ -284,6 +284,11 @@ def test_inpassage_negative_not_adjacent_skips_an_answer_sentences_neighbours(to
     texts = _sentence_texts(apart.sample(REC_A, random.Random(0)))
     assert texts[0] == ["The Seine flows there."] and apart.counts["inpassage_fallback"] == 1
     assert sum(len(t) for t in texts[1:]) == 2 and apart.counts["missing_negatives"] == 0  # two BM25 sentences
+    # DPR's average-rank validation (negatives given explicitly) draws from the same pool
+    explicit = apart.sample(REC_A, random.Random(0), hard_negatives=1, other_negatives=0)
+    assert explicit.extra["select"][0] == [1] and len(explicit.passages) == 2
+    explicit = apart.sample(four, random.Random(0), hard_negatives=1, other_negatives=0)
+    assert len(explicit.extra["select"][0]) == 2 and explicit.extra["select"][0][1] in (2, 3)
     with pytest.raises(ValueError, match="inpassage_negative"):
         _builder(tok, inpassage_negative="near")
 
@@ -358,8 +363,8 @@ def test_skipped_questions_are_counted(tok):
 
 
 def test_positive_text_kept_drops_an_answer_only_in_a_cut_tail(tok):
-    """passage_max_length cuts the last kept sentence: the encoder sees "the capital city of" and
-    not "France". By default (``whole``, DCSR's official code) that sentence is still the positive;
+    """passage_max_length cuts the last kept sentence: at 16 tokens the encoder does not see
+    "France". By default (``whole``, DCSR's official code) that sentence is still the positive;
     with ``positive_text: kept`` it is not (the question is skipped as beyond the cap), and with
     room for "France" it is the positive again."""
     from dcsr.models.markers import kept_text
@@ -378,6 +383,16 @@ def test_positive_text_kept_drops_an_answer_only_in_a_cut_tail(tok):
     roomy = _builder(tok, passage_max_length=20, positive_text="kept")
     assert roomy.skip_reason(rec) is None
     assert _sentence_texts(roomy.sample(rec, random.Random(0)))[0][0] == paris
+    # at every cap, the sentence is a positive exactly when the encoder sees "france" (the boundary
+    # included: one token more or less in kept_text's count would move it)
+    seen = {}
+    for cap in range(14, 22):
+        builder = _builder(tok, passage_max_length=cap, positive_text="kept")
+        ids, _types, _positions, kept = builder.encode(gold)[0]
+        if kept == [0, 1]:
+            seen[cap] = "france" in _tokens(tok, ids)
+            assert (builder.skip_reason(rec) is None) == seen[cap], cap
+    assert set(seen.values()) == {False, True}
     # what the encoder sees of a sentence, by its first tokens
     assert kept_text(tok, paris, 6) == "Paris is the capital city of"
     assert kept_text(tok, paris, 8) == kept_text(tok, paris, 99) == paris

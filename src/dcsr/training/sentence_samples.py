@@ -68,7 +68,8 @@ class SentenceSampleBuilder(SampleBuilder):
     official code labels sentences (on the untruncated text), so a last kept sentence whose tail
     ``passage_max_length`` cuts can be the positive with its answer in the cut part (on the vendored
     SQuAD text, 10.7% of positive candidates at 96 tokens; 11 of 6,297 records at the demo's 192);
-    ``"kept"``, only the tokens the encoder sees of it (:func:`~dcsr.models.markers.kept_text`).
+    ``"kept"``, only the tokens the encoder sees of it (:func:`~dcsr.models.markers.kept_text`),
+    so such a sentence counts as answer-free and can be drawn as the in-passage negative.
     The default stays the official code's: it is what the papers' numbers were made with, and the
     pins of every kind of CPU (config/pins.yaml) were made with it. BM25 passages
     are ``hard_negative_ctxs`` (DPR's fallback: ``negative_ctxs`` when there are none); if no
