@@ -26,9 +26,7 @@ def pools(builder: SentenceSampleBuilder, records) -> Counter:
     questions have none (a BM25 sentence stands in)."""
     counts: Counter = Counter()
     for record in records:
-        gold = record["positive_ctxs"][0]
-        enc, spans = builder.encode(gold)
-        reason, with_answer, without = builder._skip(record, gold, enc, spans)
+        reason, with_answer, without = builder.answer_sentences(record)
         if reason is not None:
             counts["skipped"] += 1
             continue

@@ -211,9 +211,15 @@ class SentenceSampleBuilder(SampleBuilder):
         """Why ``record`` cannot be trained (None: it can): ``no_sentences`` (the gold passage
         has no sentence), ``no_answer_sentence`` (no sentence contains an answer),
         ``answer_beyond_cap`` (only sentences cut off by the caps do)."""
+        return self.answer_sentences(record, gold)[0]
+
+    def answer_sentences(self, record: Mapping[str, Any], gold: Mapping[str, Any] | None = None
+                         ) -> tuple[str | None, list[int], list[int]]:
+        """``(skip reason, kept sentences of the gold passage with an answer, without)``, as
+        training judges them (both lists empty when the question is skipped)."""
         gold = record["positive_ctxs"][0] if gold is None else gold
         enc, spans = self.encode(gold)
-        return self._skip(record, gold, enc, spans)[0]
+        return self._skip(record, gold, enc, spans)
 
     def _skip(self, record, gold, enc, spans):
         if not spans:
