@@ -503,6 +503,10 @@ CASES: dict[str, Case] = {
         GOOD_RUN + "2 Q0 1 3 0.1 t\n",
         "{tmp}/run.trec:7: passage 1 is listed a second time for question 2; a run ranks each passage once per "
         "question"),
+    "run-repeated-rank": run_case(
+        GOOD_RUN + "2 Q0 3 2 0.9 t\n",
+        "{tmp}/run.trec:7: rank 2 is given a second time for question 2 (passage 3); a run gives each hit of a "
+        "question its own rank, so that the order of its hits is the run's and not the reader's"),
     "run-missing-questions": run_case(
         "".join(line + "\n" for line in GOOD_RUN.splitlines() if not line.startswith("1 ")),
         "{tmp}/run.trec: lacks 1 of the 3 questions of {tmp}/qa.csv (0-based: 1); search them again "

@@ -41,3 +41,19 @@ def test_one_parser_reads_a_run_as_hits_and_as_arrays(tmp_path):
     for reader in (read_trec, lambda p: run_arrays(p, 1, 5)):
         with pytest.raises(InputError, match=r"bad.trec:2: qid, docid and rank must be integers"):
             reader(tmp_path / "bad.trec")
+
+
+def test_a_rank_given_twice_for_one_question_is_refused_by_both_readers(tmp_path):
+    """Some tools write every hit of a question as rank 1 (or 0). Sorting such a run by rank would
+    order its ties by passage id, not by score, and move top-k silently (here: the answer-bearing
+    passage 2, scored 9.5, would come second); both readers refuse it, naming the line."""
+    from dcsr.data.runs import read_trec, run_arrays
+
+    (tmp_path / "tied.trec").write_text("0 Q0 2 1 9.5 t\n0 Q0 1 1 3.0 t\n")
+    for reader in (read_trec, lambda p: run_arrays(p, 1, 5)):
+        with pytest.raises(InputError, match=r"tied.trec:2: rank 1 is given a second time for question 0 \(passage 1\)"):
+            reader(tmp_path / "tied.trec")
+    # the same ranks for different questions are fine
+    (tmp_path / "ok.trec").write_text("0 Q0 2 1 9.5 t\n1 Q0 1 1 3.0 t\n")
+    assert read_trec(tmp_path / "ok.trec") == {0: [(2, 9.5)], 1: [(1, 3.0)]}
+    assert run_arrays(tmp_path / "ok.trec", 2, 1)[0].tolist() == [[2], [1]]

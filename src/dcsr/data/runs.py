@@ -80,11 +80,15 @@ def iter_trec_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, int | N
 
 
 def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
-    """Read a TREC run; hits of each question come back best first (``# no hits`` questions
-    with an empty list). A passage listed twice for one question is an :class:`InputError`: it
-    would take two of the top k places (and trec_eval keeps one of its scores)."""
+    """Read a TREC run; hits of each question come back best first, by the rank column (``# no
+    hits`` questions with an empty list). A passage listed twice for one question is an
+    :class:`InputError`: it would take two of the top k places (and trec_eval keeps one of its
+    scores). So is a rank given twice for one question (some tools write every hit as rank 0 or
+    1): which hit is first would be up to the reader (trec_eval goes by score, a sort by rank by
+    passage id), and top-k would change with it."""
     run: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
     seen: dict[int, set[int]] = defaultdict(set)
+    ranks: dict[int, set[int]] = defaultdict(set)
     for line, qid, pid, rank, score in iter_trec_lines(path):
         if pid is None:
             run[qid]  # noqa: B018 - present, without hits
@@ -92,7 +96,12 @@ def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
         if pid in seen[qid]:
             raise InputError(at(path, line), f"passage {pid} is listed a second time for question {qid}; a run "
                                              "ranks each passage once per question")
+        if rank in ranks[qid]:
+            raise InputError(at(path, line), f"rank {rank} is given a second time for question {qid} (passage "
+                                             f"{pid}); a run gives each hit of a question its own rank, so that "
+                                             "the order of its hits is the run's and not the reader's")
         seen[qid].add(pid)
+        ranks[qid].add(rank)
         run[qid].append((rank, pid, score))
     return {q: [(pid, s) for _, pid, s in sorted(hits)] for q, hits in run.items()}
 
@@ -100,13 +109,18 @@ def read_trec(path: str | os.PathLike) -> dict[int, list[tuple[int, float]]]:
 def run_arrays(path: str | os.PathLike, n_questions: int, depth: int):
     """A TREC run as NumPy arrays ``(pids [n, depth] int64, -1 padded; scores [n, depth]
     float32)``, streamed (no per-hit Python objects: a mining run of 10^5 questions x 100 hits
-    stays small). Questions outside ``0..n-1`` and ranks beyond ``depth`` are left out."""
+    stays small). Questions outside ``0..n-1`` and ranks beyond ``depth`` are left out; a rank
+    given twice for one question is an :class:`InputError` (as in :func:`read_trec`), not a hit
+    silently written over."""
     import numpy as np
 
     pids = np.full((n_questions, depth), -1, dtype=np.int64)
     scores = np.zeros((n_questions, depth), dtype=np.float32)
-    for qid, pid, rank, score in iter_trec(path):
+    for line, qid, pid, rank, score in iter_trec_lines(path):
         if pid is not None and 0 <= qid < n_questions and 1 <= rank <= depth:
+            if pids[qid, rank - 1] != -1:
+                raise InputError(at(path, line), f"rank {rank} is given a second time for question {qid} "
+                                                 f"(passage {pid}); a run gives each hit of a question its own rank")
             pids[qid, rank - 1] = pid
             scores[qid, rank - 1] = score
     return pids, scores
