@@ -84,6 +84,50 @@ def test_merge_ties_break_by_passage_id():
     assert i.tolist() == [[4, 9, 8]]
 
 
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_ties_at_a_shards_cut_keep_the_smallest_ids_for_every_sharding(k):
+    """Equal vectors whose ids fall with their rows (a corpus not sorted by id): FAISS keeps the
+    first rows of a tie at its cut, so each shard's top k, and the merge, would depend on the
+    sharding. search_index searches a tied cut deeper (here past k + 1: the tie is 40 long) and
+    keeps the smallest ids, so 1, 2, 3 and 5 shards give the exact top k by (score, id)."""
+    from dcsr.retrieval.index import search_index
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(60, 8)).astype(np.float32)
+    x[10:50] = x[0]  # one vector 41 times
+    ids = np.arange(1000, 940, -1)  # ids fall as rows rise
+    q = np.concatenate([x[:1], rng.normal(size=(5, 8)).astype(np.float32)])
+    want = _exact_topk(x, q, ids, k)
+    for n in (1, 2, 3, 5):
+        parts = [search_index(build_index(x[s::n]), ids[s::n], q, k) for s in range(n)]
+        got_s, got_i = merge_topk([p[0] for p in parts], [p[1] for p in parts], k)
+        assert got_i.tolist() == want[1].tolist(), n
+        np.testing.assert_allclose(got_s, want[0], rtol=1e-5)
+
+
+def test_ties_in_an_approximate_index_are_ordered_by_id_without_a_deeper_search():
+    """A compressed index's hits are what it finds: no deeper search (for HNSW a larger k is a
+    wider search), but equal scores among them still come back smallest id first."""
+    from dcsr.retrieval.index import exact_flat, search_index
+
+    x = np.repeat(np.random.default_rng(4).normal(size=(1, 8)).astype(np.float32), 300, axis=0)
+    index = build_index(x, "SQ8")
+    assert not exact_flat(index) and exact_flat(build_index(x))
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.ntotal, self.d, self.ks = inner, inner.ntotal, inner.d, []
+
+        def search(self, q, k):
+            self.ks.append(k)
+            return self.inner.search(q, k)
+
+    counted = Counting(index)
+    s, i = search_index(counted, np.arange(300)[::-1].copy(), x[:2], 4)
+    assert counted.ks == [4]
+    assert (np.diff(i, axis=1) > 0).all() and (s == s[:, :1]).all()
+
+
 def test_factory_string_and_bad_factory():
     from dcsr.errors import InputError
 

@@ -274,25 +274,94 @@ def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int 
     ids [Q, k] int64)``, ``ids`` mapping the index's rows (-1 and -inf where the shard has
     fewer than ``k`` vectors). ``where`` names the queries in errors; with ``progress`` a tqdm
     bar (stderr, ``desc``) counts the questions searched, one update per batch. Off by default:
-    callers that batch themselves (dcsr.retrieval.mining) keep their own bar."""
+    callers that batch themselves (dcsr.retrieval.mining) keep their own bar.
+
+    Equal scores are ordered by the smaller passage id, and with an exact (Flat) index so is the
+    cut: where the k-th and the (k+1)-th score are equal, the query is searched deeper until the
+    tie ends, and the hits with the smallest ids are kept. Which of several equal vectors an
+    index returns otherwise follows its row order (faiss on the CPU), or the GPU's kernel
+    (faiss-gpu, ``torch.topk``), so a shard whose ids do not rise with its rows, or a GPU, could
+    give :func:`merge_topk` a different top-k for another sharding or another run."""
     q = np.ascontiguousarray(q, dtype=np.float32)
     if q.ndim != 2 or (len(q) and index.ntotal and q.shape[1] != index.d):
         raise InputError(where, f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
-    kk = min(k, max(int(index.ntotal), 1))
+    ntotal = int(index.ntotal)
+    kk = min(k, max(ntotal, 1))
+    probe = kk + 1 if kk < ntotal and exact_flat(index) else kk  # one more: is the cut inside a tie?
     scores = np.full((len(q), k), -np.inf, dtype=np.float32)
-    rows = np.full((len(q), k), -1, dtype=np.int64)
+    out_ids = np.full((len(q), k), -1, dtype=np.int64)
     bar = tqdm(total=len(q), desc=desc, unit=" questions", disable=not progress, mininterval=2.0)
     for i in range(0, len(q), batch_size):
-        if index.ntotal == 0:
+        if ntotal == 0:
             break
-        s, r = index.search(q[i : i + batch_size], kk)
-        s[r < 0] = -np.inf  # a hit an approximate index did not find (FAISS: -3.4e38)
-        scores[i : i + batch_size, :kk] = s
-        rows[i : i + batch_size, :kk] = r
+        qb = q[i : i + batch_size]
+        s, r = index.search(qb, probe)
+        s, h = _hit_ids(s, r, ids)
+        if probe > kk:
+            tied = np.flatnonzero(np.isfinite(s[:, kk]) & (s[:, kk] == s[:, kk - 1]))
+            if len(tied):
+                s, h = _deepen_ties(index, ids, qb, s, h, tied, kk, ntotal)
+        order = np.lexsort((h, -s), axis=1)[:, :kk]  # score descending, then the smaller id
+        scores[i : i + batch_size, :kk] = np.take_along_axis(s, order, axis=1)
+        out_ids[i : i + batch_size, :kk] = np.take_along_axis(h, order, axis=1)
         bar.update(len(s))
     bar.close()
-    hit_ids = np.where(rows >= 0, ids[np.clip(rows, 0, None)] if len(ids) else -1, -1)
-    return scores, hit_ids.astype(np.int64)
+    return scores, out_ids
+
+
+def _hit_ids(s: np.ndarray, r: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An index's ``(scores, rows)`` as ``(scores, passage ids)``: a hit an approximate index did
+    not find (row -1; FAISS scores it -3.4e38) becomes -inf and id -1."""
+    s = np.where(r < 0, -np.inf, s).astype(np.float32)
+    h = np.where(r >= 0, ids[np.clip(r, 0, None)] if len(ids) else -1, -1).astype(np.int64)
+    return s, h
+
+
+def _deepen_ties(index, ids, qb, s, h, tied, kk: int, ntotal: int):
+    """Search the queries ``tied`` (whose k-th and (k+1)-th scores are equal) deeper, doubling the
+    depth until the last hit scores below the k-th or the shard is exhausted, so that every hit
+    tied with the k-th is among the candidates; returns ``(scores, ids)`` padded to one width."""
+    depth, width = s.shape[1], s.shape[1]
+    got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    rows = tied
+    while len(rows):
+        depth = min(2 * depth, ntotal)
+        s2, h2 = _hit_ids(*index.search(qb[rows], depth), ids)
+        boundary = s[rows, kk - 1]
+        done = (depth >= ntotal) | (s2[:, -1] < boundary)
+        for j in np.flatnonzero(done):
+            got[int(rows[j])] = (s2[j], h2[j])
+        rows = rows[~done]
+        width = max(width, depth)
+    s_all = np.full((len(s), width), -np.inf, dtype=np.float32)
+    h_all = np.full((len(s), width), -1, dtype=np.int64)
+    s_all[:, : s.shape[1]], h_all[:, : s.shape[1]] = s, h
+    for row, (s2, h2) in got.items():
+        s_all[row], h_all[row] = -np.inf, -1
+        s_all[row, : len(s2)], h_all[row, : len(h2)] = s2, h2
+    return s_all, h_all
+
+
+def exact_flat(index) -> bool:
+    """Whether a loaded index searches every vector exactly (a FAISS ``Flat`` on the CPU or on
+    GPUs, also sharded or replicated over GPUs, or :class:`TorchFlatIndex`): only there is
+    searching one hit deeper the same search, a hit longer."""
+    from dcsr.retrieval.placement import TorchFlatIndex
+
+    if isinstance(index, TorchFlatIndex):
+        return True
+    faiss = load_faiss()
+    try:
+        index = faiss.downcast_index(index)
+    except (AttributeError, RuntimeError, TypeError):
+        pass
+    name = type(index).__name__
+    if name.startswith(("IndexShards", "IndexReplicas")):
+        try:
+            return index.count() > 0 and all(exact_flat(index.at(i)) for i in range(index.count()))
+        except (AttributeError, RuntimeError, TypeError):
+            return False
+    return name.startswith(("IndexFlat", "GpuIndexFlat"))
 
 
 def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int,
