@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dcsr.attribution.analysis import fraction_of  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.evaluation.trec_eval import judged_depth  # noqa: E402
-from dcsr.fsutil import RESULTS_ENV, ResultsLocked, lock_results  # noqa: E402
+from dcsr.fsutil import RESULTS_ENV, ResultsLocked, check_no_link_out, lock_results  # noqa: E402
 from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
@@ -77,6 +77,8 @@ _RESULTS_LOCK = []
 onstart:
     try:
         _RESULTS_LOCK.append(lock_results(plan.results))
+        # before Snakemake deletes, makes or writes anything under it (dcsr.fsutil)
+        check_no_link_out(plan.results)
     except (ResultsLocked, InputError) as e:
         raise WorkflowError(str(e))
 

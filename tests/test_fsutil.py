@@ -194,3 +194,58 @@ def test_links_inside_results_and_a_linked_results_folder_are_written_through(tm
     with atomic_open(tmp_path / "not-under-results.txt") as fh:  # outside results: is not this check's business
         fh.write("ok")
     assert (scratch / "real" / "t.md").read_text() == "ok"
+
+
+def test_a_results_folder_holding_a_link_out_of_it_or_a_dangling_one_is_refused(tmp_path):
+    from dcsr.errors import InputError
+    from dcsr.fsutil import check_no_link_out
+
+    outside = tmp_path / "outside"
+    (outside / "keys").mkdir(parents=True)
+    real = tmp_path / "scratch" / "results"
+    (real / "tables").mkdir(parents=True)
+    (real / "tables" / "t.md").write_text("# t\n")
+    results = tmp_path / "results"
+    results.symlink_to(real)  # the results folder itself may be a link (to scratch space)
+    (real / "latest").symlink_to(real / "tables")  # and a link from one place in it to another is fine
+    (real / "t.md").symlink_to("tables/t.md")
+    check_no_link_out(results)
+    check_no_link_out(tmp_path / "not made yet")
+    (real / "tables" / "data").symlink_to(outside / "keys")
+    with pytest.raises(InputError) as e:
+        check_no_link_out(results)
+    assert str(e.value) == (f"{results / 'tables' / 'data'}: is a symbolic link to {outside / 'keys'}, outside the "
+                            f"results folder {results}; nothing is read or written through a link out of results: "
+                            "(Snakemake would delete or write files there): remove the link, or copy what it points to")
+    (real / "tables" / "data").unlink()
+    (real / "tables" / "log.txt").symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(InputError, match=r"log.txt: is a symbolic link to .*gone.txt, which does not exist"):
+        check_no_link_out(results)
+
+
+def test_snakemake_deletes_and_writes_nothing_through_a_link_planted_in_results(repo, tmp_path):
+    """A folder of results: planted as a link to a user's folder: Snakemake would make the job's
+    output folder there, write its log there and delete an old output there, before any of our
+    writes could check. The run stops at its start, naming the link, and the user's folders
+    keep exactly what they held."""
+    import yaml
+
+    from test_workflow import snakemake
+
+    victim_data, victim_logs = tmp_path / "user" / "data", tmp_path / "user" / "logs"
+    (victim_data / "demo").mkdir(parents=True)
+    victim_logs.mkdir(parents=True)
+    (victim_data / "demo" / "questions.txt").write_text("keep me\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "data").symlink_to(victim_data)
+    (results / "logs").symlink_to(victim_logs)
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"results": str(results)}))
+    r = snakemake(repo, tmp_path, "--cores", "1", str(results / "data" / "demo" / "psgs_w100.tsv"),
+                  "--configfile", str(repo / "config" / "generated.yaml"), str(over), timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "is a symbolic link to" in out and "outside the results folder" in out, out[-3000:]
+    assert sorted(p.relative_to(tmp_path / "user").as_posix() for p in (tmp_path / "user").rglob("*")) == [
+        "data", "data/demo", "data/demo/questions.txt", "logs"]
+    assert (victim_data / "demo" / "questions.txt").read_text() == "keep me\n"

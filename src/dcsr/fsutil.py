@@ -193,3 +193,30 @@ def lock_results(results: str | os.PathLike):
     fh.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
     fh.flush()
     return fh
+
+
+def check_no_link_out(results: str | os.PathLike) -> None:
+    """Refuse a results folder that holds a symbolic link leading out of it (or a dangling one),
+    before any job runs. Snakemake itself deletes a job's old outputs, makes their folders and
+    lets the job's shell write its log and benchmark file, all through whatever links lie on the
+    way, before any write of ours could check (:func:`check_inside_results`); and a job reading
+    an input under results: would read wherever a planted link leads. A link from one place in
+    the results folder to another is fine, and so is the folder itself being a link."""
+    root = os.path.abspath(results)
+    if not os.path.isdir(root):
+        return
+    real_root = os.path.realpath(root)
+    for here, dirs, files in os.walk(root):  # followlinks=False: a linked folder is seen, not entered
+        for name in dirs + files:
+            p = os.path.join(here, name)
+            if not os.path.islink(p):
+                continue
+            target = os.path.realpath(p)
+            if not os.path.exists(p):
+                raise InputError(p, f"is a symbolic link to {os.readlink(p)}, which does not exist; a results folder "
+                                    "holds no dangling links (a job would create its target, wherever it is): "
+                                    "remove it and run again")
+            if not _inside(target, real_root):
+                raise InputError(p, f"is a symbolic link to {target}, outside the results folder {results}; "
+                                    "nothing is read or written through a link out of results: (Snakemake would "
+                                    "delete or write files there): remove the link, or copy what it points to")
