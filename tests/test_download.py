@@ -443,3 +443,28 @@ def test_a_partial_answer_with_other_bytes_than_asked_for_is_never_appended(mirr
         fetch_resource(f"{url}/{CORPUS_PATH}", dest, tmp_path / "lock.json", retries=1)
     assert [r.range for r in requests] == ["bytes=1000-", None]
     assert dest.read_bytes() == data and read_lock(tmp_path / "lock.json")[CORPUS]["verified_by"] == ["size"]
+
+
+def test_a_part_or_lock_file_planted_as_a_link_is_refused_and_its_target_untouched(server, tmp_path):
+    """``<dest>.part`` is appended to and then renamed onto ``dest``: planted as a link to a user's
+    file, the download would overwrite that file. Neither it nor the download's ``.flock`` file is
+    opened through a link; the run stops naming it, and the file it points to keeps its bytes."""
+    from dcsr.data.download import part_path
+
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me\n")
+    dest = tmp_path / "dl" / "psgs_w100.tsv.gz"
+    dest.parent.mkdir()
+    part_path(dest).symlink_to(victim)
+    with pytest.raises(InputError) as e:
+        get(f"{server}/ok", dest)
+    assert str(e.value) == (f"{part_path(dest)}: is a symbolic link to {victim}; a download is never written "
+                            "through a link: remove it and run again")
+    part_path(dest).unlink()
+    flock = dest.parent / f".{dest.name}.flock"
+    flock.symlink_to(victim)
+    with pytest.raises(InputError, match=r"\.flock: is a symbolic link; a download's lock file is never opened"):
+        get(f"{server}/ok", dest)
+    assert victim.read_text() == "keep me\n" and not dest.exists() and Handler.hits == {}
+    flock.unlink()
+    assert get(f"{server}/ok", dest) == dest and dest.read_bytes() == BODY

@@ -70,7 +70,13 @@ def exclusive(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a link: one planted under this name would have its target created
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            if os.path.islink(path):
+                raise InputError(str(path), "is a symbolic link; a download's lock file is never opened through "
+                                            "a link: remove it and run again") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -279,6 +285,9 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
             log.info("%s: already downloaded to %s", source, dest)
             return dest
         part = part_path(dest)
+        if part.is_symlink():  # a .part is appended to: through a link, any file this process may write
+            raise InputError(str(part), f"is a symbolic link to {os.readlink(part)}; a download is never written "
+                                        "through a link: remove it and run again")
         if entry and part.exists() and part.stat().st_size > entry["size"]:
             part.unlink()  # longer than the file it is a part of
         total = _download_with_retries(source, part, retries, timeout, progress, backoff)
