@@ -108,6 +108,23 @@ def test_a_backquote_in_a_path_the_report_quotes_is_refused():
                             "path without one")
 
 
+@pytest.mark.parametrize("value", [" javascript:alert(document.domain)//x/y", "results\t", "\u00a0results"])
+def test_white_space_around_a_path_the_report_quotes_is_refused(value):
+    """\`\` x\`\` is no RST literal: docutils reads its text, and made a ``javascript:`` link of
+    the leading-space path in report.html."""
+    config = _hostile_config({"results": value})
+    with pytest.raises(InputError) as e:
+        Plan(config, basedir=REPO)
+    assert str(e.value) == (f"config: results: {value!r} starts or ends with white space, which makes the report's "
+                            "``literal`` around it no literal (its text, a javascript: link say, would be read as "
+                            "reStructuredText); write the path without it")
+    caption = "``{{ snakemake.config['results'] }}``"
+    html = _render(caption, {"results": value}, {})
+    assert 'class="docutils literal"' not in html  # what the check prevents: no literal at all
+    assert ('href="javascript:' in html) == value.startswith(" javascript:")
+    assert 'class="docutils literal"' in _render(caption, {"results": value.strip()}, {})
+
+
 def _render(template: str, config: dict, wildcards: dict, strict: bool = False) -> str:
     import jinja2
     from docutils.core import publish_parts

@@ -303,7 +303,8 @@ def check_text(config: Any, path: tuple = ()) -> None:
     values reach the report's reStructuredText, where a line that starts ``.. raw::`` or
     ``.. include::`` is a directive (live HTML, another file's text). The paths the report
     quotes (``results:``, ``encoders:``) hold no backquote either, which would close their
-    ``literal`` early. (A ``|`` is legal: the Markdown writers escape it.)"""
+    ``literal`` early, and neither start nor end with white space, which docutils does not take
+    for a ``literal`` at all. (A ``|`` is legal: the Markdown writers escape it.)"""
     def text(where, value, what=""):
         if not isinstance(value, str):
             return
@@ -317,6 +318,10 @@ def check_text(config: Any, path: tuple = ()) -> None:
             raise InputError(_key(*where), f"{shown!r} holds a backquote (`), which would end the report's ``literal`` "
                                            "around it and let the rest be read as reStructuredText; write the path "
                                            "without one")
+        if where and where[0] in RST_LITERALS and value != value.strip():
+            raise InputError(_key(*where), f"{shown!r} starts or ends with white space, which makes the report's "
+                                           "``literal`` around it no literal (its text, a javascript: link say, would "
+                                           "be read as reStructuredText); write the path without it")
 
     if isinstance(config, Mapping):
         for key, value in config.items():
