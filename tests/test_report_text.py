@@ -50,6 +50,30 @@ def test_a_pipe_or_line_break_in_a_claim_stays_in_its_row(tmp_path):
     assert cells(table[2])[-2] == "**inconclusive at this scale**"  # its own verdict, not the forged one
 
 
+def test_html_and_links_in_config_text_show_as_text_in_the_markdown_tables(tmp_path):
+    """A title, a row label or a claim holding raw HTML or a Markdown link: every Markdown viewer
+    that renders HTML (an IDE's preview, mkdocs, GitHub) ran the script or offered the link; the
+    writers escape them, so a CommonMark renderer shows them as the text they are."""
+    from markdown_it import MarkdownIt
+
+    from dcsr.evaluation.claims import ledger_rows, write_ledger
+    from dcsr.evaluation.tables import Row, write_retrieval_table
+
+    evil = "[BM25](javascript:alert(1)) <script>alert(2)</script> <img src=x onerror=alert(3)> <javascript:alert(4)>"
+    write_retrieval_table([Row(evil, "t", {"questions": 10, "top1": 40.0})], ["top1"], {}, tmp_path / "t.csv",
+                          tmp_path / "t.md", title="<sent> markers " + evil)
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(f'{{"qid": {q}, "first_hit": 1}}\n' for q in range(10)))
+    write_ledger(ledger_rows([{"claim": evil, "paper": evil, "test_set": "t", "metric": "top20", "baseline": "a",
+                               "method": "b", "baseline_run": a, "method_run": a}]), tmp_path / "c.csv", tmp_path / "c.md")
+    md = MarkdownIt("commonmark").enable("table")
+    for name in ("t.md", "c.md"):
+        html = md.render((tmp_path / name).read_text())
+        assert "<script" not in html and "<img" not in html and "<a " not in html and "<sent" not in html, html
+        assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html and "[BM25](javascript:alert(1))" in html
+    assert "&lt;sent&gt; markers" in md.render((tmp_path / "t.md").read_text())
+
+
 HOSTILE = [
     ({"tables": {"t": {"title": "T\n| forged | row |"}}}, "tables.t.title", "'T\\n| forged | row |' holds a line break ('\\n')"),
     ({"tables": {"t": {"rows": [{"label": "DPR\r\n| x |"}]}}}, "tables.t.rows.0.label", "'DPR\\r\\n| x |' holds a line break ('\\r')"),

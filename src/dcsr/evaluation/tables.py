@@ -94,18 +94,28 @@ def read_metrics(path: str | os.PathLike) -> dict:
         return json.load(fh)
 
 
+#: What Markdown reads as markup that a text from the config must not carry: ``\\`` (so that
+#: the text shows as written), ``<`` (raw HTML, ``<script>``, and ``<javascript:...>`` links)
+#: and ``[ ]`` (links and images); each is backslash-escaped, which every CommonMark viewer
+#: shows as the character itself.
+MD_SPECIAL = "\\<[]"
+
+
 def md_cell(text) -> str:
     """A text from the config (a label, a claim) as one cell of a Markdown table row: ``|``, which
-    would end the cell and shift the rest of the row, escaped (and ``\\`` first, so that the text
-    shows as written), and a line break, which would end the row (the config check refuses
-    them), a space."""
-    text = str(text).replace("\\", "\\\\").replace("|", "\\|")
-    return md_line(text)
+    would end the cell and shift the rest of the row, escaped, and :data:`MD_SPECIAL`; a line
+    break, which would end the row (the config check refuses them), a space."""
+    return _escape(text, MD_SPECIAL + "|")
 
 
 def md_line(text) -> str:
-    """A text from the config on one line of Markdown (a title): each line break a space."""
-    return " ".join(str(text).splitlines())
+    """A text from the config on one line of Markdown (a title): :data:`MD_SPECIAL` escaped, each
+    line break a space."""
+    return _escape(text, MD_SPECIAL)
+
+
+def _escape(text, special: str) -> str:
+    return "".join("\\" + ch if ch in special else ch for ch in " ".join(str(text).splitlines()))
 
 
 def _fmt(v) -> str:
