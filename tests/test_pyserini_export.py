@@ -381,3 +381,22 @@ def test_the_plan_asks_for_every_shard_and_refuses_shards_that_do_not_merge():
         Plan(config, basedir=REPO).export_pyserini_inputs(_Wildcards(corpus="squad", pmodel="dpr-a"))
     config["embed"]["shards"] = 1  # one shard of any factory is copied
     assert len(Plan(config, basedir=REPO).export_pyserini_inputs(_Wildcards(corpus="squad", pmodel="dpr-a"))["indexes"]) == 1
+
+
+def test_the_readmes_code_keeps_a_quoted_results_path_a_string(tmp_path):
+    """A results folder named to close the string it was pasted into: the README's code, copied
+    into Python, ran the folder name's command. Paths are Python literals, so the code parses to a
+    FaissSearcher over that one string and nothing else."""
+    import ast
+    import re as _re
+
+    from dcsr.retrieval.pyserini_export import README
+
+    out = tmp_path / 'r"); __import__("os").system("touch PWNED"); ("' / "export"
+    export_pyserini(_random_shards(tmp_path, "Flat", 1, n=5), out, method="dpr")
+    code = _re.search(r"```python\n(.*?)```", (out / README).read_text(), flags=_re.S).group(1)
+    tree = ast.parse(code)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert not [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "__import__"]
+    searcher = next(c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "FaissSearcher")
+    assert isinstance(searcher.args[0], ast.Constant) and searcher.args[0].value == str(out)

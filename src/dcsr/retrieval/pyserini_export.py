@@ -201,13 +201,15 @@ dimension {dim}, {index_type}. `index` is a FAISS index, `docid` names its vecto
 
 
 def _readme(info: dict, out: str) -> str:
+    """The README's code: paths as Python literals (``repr``), so that a results folder named with
+    quotes (``x"); __import__("os").system("..."); ("``) stays a string when the code is copied."""
     enc, corpus = info["query_encoder"], info["corpus"] or "<corpus>"
     if enc is not None:
         cls = enc["class"].rsplit(".", 1)[1]
         kwargs = "".join(f", {k}={v!r}" for k, v in enc["kwargs"].items())
         search = (f"from pyserini.encode import {cls}\n"
                   "from pyserini.search.faiss import FaissSearcher\n\n"
-                  f"searcher = FaissSearcher(\"{out}\", {cls}(encoder_dir=\"{out}/{QUERY_ENCODER_DIR}\"{kwargs}))\n"
+                  f"searcher = FaissSearcher({out!r}, {cls}(encoder_dir={f'{out}/{QUERY_ENCODER_DIR}'!r}{kwargs}))\n"
                   "hits = searcher.search(\"who wrote hamlet?\", k=100)  # [DenseSearchResult(docid, score)]")
         notes = (f"Scores are {enc['score']}. Pyserini's query encoders do not truncate a question to the "
                  f"model's question_max_length ({enc['question_max_length']} tokens); longer questions are "
@@ -218,7 +220,7 @@ def _readme(info: dict, out: str) -> str:
                  f"(results/sentences/{corpus}/stats.json)")
         search = ("import numpy as np\n"
                   "from pyserini.search.faiss import FaissSearcher\n\n"
-                  f"searcher = FaissSearcher(\"{out}\", None)  # no query encoder: question vectors are passed\n"
+                  f"searcher = FaissSearcher({out!r}, None)  # no query encoder: question vectors are passed\n"
                   "q = np.load(\"results/queries/<qmodel>/<dataset>.npy\")  # a row per line of the test file\n"
                   f"hits = searcher.batch_search(q, [str(i) for i in range(len(q))], k={depth})")
         notes = f"No query encoder: {info['no_query_encoder']}. Pass question vectors (ours, as above)."
