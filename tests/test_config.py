@@ -50,6 +50,25 @@ def test_cross_reference_errors_name_the_key(cfg, mutate, key):
         check_config(cfg)
 
 
+MIXED = ("pairs question encoder 'dpr' (method dpr) with passage encoder 'dcsr' (method dcsr); a question encoder "
+         "searches the index of a passage encoder of its own method")
+
+
+@pytest.mark.parametrize("mutate, key, message", [
+    (lambda c: c["tables"]["hybrid"]["rows"][1].update(passage="dcsr"), "tables.hybrid.rows.1", MIXED),
+    (lambda c: c["tables"]["dpr_dcsr"]["rows"][3].update(passage={"encyclopedia": "dcsr", "trivia": "dpr-trivia",
+                                                                   "chat": "dpr-chat"}), "tables.dpr_dcsr.rows.3", MIXED),
+    (lambda c: c["claims"][0].update(method={"question": "dpr", "passage": "dcsr"}), "claims.0.method", MIXED),
+])
+def test_a_question_encoder_of_one_method_on_the_other_methods_index_is_refused(cfg, mutate, key, message):
+    """A DPR question vector searched against DCSR's sentence index (HasAns follows the passage
+    model) is a pairing neither paper makes; the run mixed the two methods without a word."""
+    mutate(cfg)
+    with pytest.raises(InputError) as e:
+        check_config(cfg)
+    assert str(e.value) == f"config: {key}: {message}"
+
+
 def _validate(cfg, repo):
     from snakemake.utils import validate
 

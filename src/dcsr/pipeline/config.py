@@ -203,6 +203,9 @@ def check_config(cfg: dict) -> None:
             if isinstance(q, dict) != isinstance(p, dict) or (isinstance(q, dict) and set(q) != set(p)):
                 raise InputError(_key("tables", tname, "rows", i), "'question' and 'passage' must both name one model, "
                                                                     "or both map the same test sets to models")
+            for col in (q if isinstance(q, dict) else [None]):
+                qm, pm = (q[col], p[col]) if col is not None else (q, p)
+                check_one_method(_key("tables", tname, "rows", i), qm, pm, models)
     if "attribution" in cfg:
         check_attribution(cfg)
     check_depths(cfg)
@@ -221,6 +224,9 @@ def check_config(cfg: dict) -> None:
             for model in claim_pair(claim[side]):
                 if model != "bm25" and model not in models:
                     raise InputError(_key("claims", i, side), f"names model {model!r}, which is not under 'models' (or bm25)")
+            qm, pm = claim_pair(claim[side])
+            if "bm25" not in (qm, pm):
+                check_one_method(_key("claims", i, side), qm, pm, models)
 
 
 def check_beir_dataset(cfg: dict, name: str) -> None:
@@ -336,6 +342,18 @@ def init_param(cfg: dict, model: str) -> str:
     ``{"passage": CKPT, "question": CKPT}`` (the rules quote it)."""
     init = model_init(cfg, model)
     return init if isinstance(init, str) else json_arg(init, sort_keys=True)
+
+
+def check_one_method(where: str, question: str, passage: str, models: dict) -> None:
+    """A question encoder searches the index of a passage encoder of its own method: a DPR question
+    vector against DCSR's sentence index (or a DCSR question, with its marker, against passage
+    vectors) is a pairing neither paper makes, and the run would mix the two methods' question
+    formats, indexes and scoring (HasAns follows the passage model) without a word."""
+    mq, mp = models[question]["method"], models[passage]["method"]
+    if mq != mp:
+        raise InputError(where, f"pairs question encoder {question!r} (method {mq}) with passage encoder {passage!r} "
+                                f"(method {mp}); a question encoder searches the index of a passage encoder of its "
+                                "own method")
 
 
 def claim_pair(side) -> tuple[str, str]:
