@@ -196,3 +196,41 @@ def test_an_index_carries_its_checksum_and_a_changed_one_is_refused(tmp_path, ca
     with caplog.at_level("WARNING"):
         assert read_index(tmp_path / "old.faiss", use_gpu=False).ntotal == 4
     assert any("old.faiss has no checksum" in r.getMessage() for r in caplog.records)
+
+
+def test_a_run_merged_from_shards_searched_on_a_gpu_and_on_the_cpu_is_refused(tmp_path, caplog):
+    """Each hits file records where it was searched; a merge of a faiss-gpu (fp16 vectors) shard
+    and a CPU (fp32) one is refused naming both, while files older than the record still merge."""
+    from dcsr.errors import InputError
+    from dcsr.integrity import seal
+    from dcsr.retrieval.index import load_hits, merge_shard_hits
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(20, 8)).astype(np.float32)
+    np.save(tmp_path / "q.npy", x[:3])
+    paths = []
+    for s in range(2):
+        index_shard_file = tmp_path / f"s{s}.faiss"
+        np.save(tmp_path / f"v{s}.npy", x[s::2])
+        np.save(tmp_path / f"i{s}.npy", np.arange(20)[s::2])
+        index_shard(tmp_path / f"v{s}.npy", index_shard_file)
+        out = tmp_path / f"h{s}.npz"
+        assert search_shard(index_shard_file, tmp_path / f"i{s}.npy", tmp_path / "q.npy", out, 4,
+                            use_gpu=False, progress=False)["placement"] == "faiss-cpu"
+        paths.append(out)
+    assert load_hits(paths[0], with_placement=True)[2] == "faiss-cpu"
+    merged = merge_shard_hits(paths, 4)
+    # the second shard as a GPU search job would have written it
+    s1, i1 = load_hits(paths[1])
+    for where, expect in (("faiss-gpu", "raise"), (None, "merge")):
+        with open(paths[1], "wb") as fh:
+            np.savez(fh, scores=s1, ids=i1, **({"placement": np.array(where)} if where else {}))
+        seal(paths[1])
+        if expect == "raise":
+            with pytest.raises(InputError) as e:
+                merge_shard_hits(paths, 4)
+            assert str(e.value) == (f"{paths[1]}: was searched on faiss-gpu, but {paths[0]} on faiss-cpu; the shards "
+                                    "of one run are searched in one place, so that their scores rank alike: search "
+                                    "them again with index.gpu set to true, torch or false (not auto)")
+        else:
+            np.testing.assert_array_equal(merge_shard_hits(paths, 4)[1], merged[1])

@@ -127,9 +127,9 @@ def sentence_search_depth(k_passages: int, sentence_stats: str | None = None,
 def all_sentence_hits(shard_npzs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The exact top ``M`` sentences over all shards (``M`` = the per-shard depth) as
     ``(scores [Q, M], passage ids [Q, M])``, padding as pid -1 with score 0."""
-    from dcsr.retrieval.index import load_hits, merge_topk
+    from dcsr.retrieval.index import load_shard_hits, merge_topk
 
-    hits = [load_hits(path) for path in shard_npzs]  # each read once, its checksum checked
+    hits = load_shard_hits(shard_npzs)  # each read once, its checksum checked, searched in one place
     depth = max((int(i.shape[1]) for _, i in hits), default=0)
     scores, ids = merge_topk([s for s, _ in hits], [i for _, i in hits], depth)
     return np.where(ids >= 0, scores, 0.0), ids  # -inf padding is excluded through pid -1

@@ -370,11 +370,46 @@ def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_s
     name = Path(queries_npy)
     scores, hit_ids = search_index(index, ids, q, k, batch_size, where=str(queries_npy), progress=progress,
                                    desc=f"search {name.parent.name}/{name.name}")
+    where = placement_of(index)
     with atomic_path(out_npz, suffix=".npz") as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64))
+            np.savez(fh, scores=scores, ids=hit_ids.astype(np.int64), placement=np.array(where))
         seal(tmp)
-    return {"queries": int(len(q)), "k": k, "vectors": int(index.ntotal)}
+    return {"queries": int(len(q)), "k": k, "vectors": int(index.ntotal), "placement": where}
+
+
+def placement_of(index) -> str:
+    """Where, and so in what precision, a loaded index searches (recorded in each hits file):
+    ``faiss-cpu`` (fp32), ``faiss-gpu`` (faiss-gpu, Flat vectors in fp16 as ``useFloat16``), or
+    ``torch-<device>-<dtype of the vectors>`` (:class:`TorchFlatIndex`)."""
+    from dcsr.retrieval.placement import TorchFlatIndex
+
+    if isinstance(index, TorchFlatIndex):
+        return f"torch-{index.device.type}-{str(index.dtype).removeprefix('torch.')}"
+    try:
+        index = load_faiss().downcast_index(index)
+    except (AttributeError, RuntimeError, TypeError):
+        pass
+    name = type(index).__name__
+    if name.startswith(("IndexShards", "IndexReplicas")):
+        try:
+            name = type(load_faiss().downcast_index(index.at(0))).__name__ if index.count() else name
+        except (AttributeError, RuntimeError, TypeError):
+            pass
+    return "faiss-gpu" if name.startswith("Gpu") else "faiss-cpu"
+
+
+def check_one_placement(paths: Sequence[str | os.PathLike], placements: Sequence[str | None]) -> None:
+    """The shards of one merged run were searched in one place: a shard searched on a GPU (fp16
+    vectors) and another on the CPU (fp32) score alike vectors differently, so the merge would
+    rank two searches against each other (a cluster whose search jobs landed on GPU and CPU
+    nodes under ``index.gpu: auto``). Hits files older than the record are not compared."""
+    known = [(path, where) for path, where in zip(paths, placements) if where]
+    for path, where in known[1:]:
+        if where != known[0][1]:
+            raise InputError(str(path), f"was searched on {where}, but {known[0][0]} on {known[0][1]}; the shards of "
+                                        "one run are searched in one place, so that their scores rank alike: search "
+                                        "them again with index.gpu set to true, torch or false (not auto)")
 
 
 def merge_topk(shard_scores: Sequence[np.ndarray], shard_ids: Sequence[np.ndarray], k: int):
@@ -393,14 +428,16 @@ def merge_topk(shard_scores: Sequence[np.ndarray], shard_ids: Sequence[np.ndarra
 RESEARCH_SHARD = "delete it and search the shard again"
 
 
-def load_hits(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+def load_hits(path: str | os.PathLike, with_placement: bool = False):
     """``(scores, ids)`` of a search job's hits file, read once and its checksum checked (one
     without is read with a warning); a truncated, foreign or changed file is an
-    :class:`InputError` naming it."""
+    :class:`InputError` naming it. With ``with_placement``, ``(scores, ids, placement)``:
+    where it was searched (:func:`placement_of`; None in a file older than the record)."""
     try:
         buf, verified = read_verified(path, RESEARCH_SHARD)
         with np.load(io.BytesIO(buf), allow_pickle=False) as z:
             scores, ids = z["scores"], z["ids"]
+            where = str(z["placement"]) if "placement" in z.files else None
     except InputError:
         raise
     except (ValueError, EOFError, OSError, KeyError, zipfile.BadZipFile) as e:
@@ -408,11 +445,19 @@ def load_hits(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(str(path), f"not a readable shard hits file (truncated or corrupt); {RESEARCH_SHARD}") from None
     if not verified:
         warn_unverified(path, RESEARCH_SHARD)
-    return scores, ids
+    return (scores, ids, where) if with_placement else (scores, ids)
+
+
+def load_shard_hits(shard_npzs: Sequence[str | os.PathLike]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every shard's ``(scores, ids)`` of one run, each file read once, searched in one place
+    (:func:`check_one_placement`)."""
+    hits = [load_hits(path, with_placement=True) for path in shard_npzs]
+    check_one_placement(shard_npzs, [w for _, _, w in hits])
+    return [(s, i) for s, i, _ in hits]
 
 
 def merge_shard_hits(shard_npzs: Sequence[str | os.PathLike], k: int):
-    hits = [load_hits(path) for path in shard_npzs]
+    hits = load_shard_hits(shard_npzs)
     return merge_topk([s for s, _ in hits], [i for _, i in hits], k)
 
 
