@@ -39,4 +39,5 @@ def test_pickle_only_weights_are_refused_at_dag_build(tmp_path):
 
 
 def test_safetensors_beside_a_pickle_and_a_plain_folder_pass(tmp_path):
-    check_encoder(str(_folder(tmp_path, {}, {"model.safetensors": b"x", "pytorch_model.bin": b"y"})), "k")
+    folder = _folder(tmp_path, {}, {"model.safetensors": b"x", "pytorch_model.bin": b"y", "vocab.txt": b"[UNK]\n"})
+    check_encoder(str(folder), "k")

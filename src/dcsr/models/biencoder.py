@@ -38,7 +38,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from dcsr.models.checkpoints import checkpoint_dir, init_pair, looks_like_path, resolve_checkpoint
+from dcsr.models.checkpoints import (check_checkpoint_files, checkpoint_dir, config_vocab_size, init_pair,
+                                      load_error_text, looks_like_path, no_code, resolve_checkpoint)
 from dcsr.models.similarity import pair_similarity
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
@@ -223,7 +224,10 @@ def local_checkpoint(name_or_path: str) -> str:
     """The checkpoint that ``name_or_path`` resolves to (:func:`resolve_checkpoint`, ``~``
     expanded), checked when it is a local path: a missing path is an :class:`InputError`
     (instead of Hugging Face's misleading "Repo id" / "couldn't connect" errors), and so is a
-    directory without ``config.json``. A hub id is returned as it is."""
+    directory without ``config.json``, or one whose files loading must not run or read
+    (:func:`~dcsr.models.checkpoints.check_checkpoint_files`: the checks of the config's
+    encoders at DAG build, made again here for every load, a saved model's included). A hub id
+    is returned as it is."""
     path = resolve_checkpoint(name_or_path)
     if path.startswith("~"):
         path = os.path.expanduser(path)
@@ -232,6 +236,7 @@ def local_checkpoint(name_or_path: str) -> str:
         if found is None:
             raise InputError(str(name_or_path), "is a directory without config.json, so not a Hugging Face "
                                                 "checkpoint; give the directory that save_pretrained wrote")
+        check_checkpoint_files(found, str(name_or_path))
         return str(found) if found != Path(path) else path
     if os.path.exists(path):
         raise InputError(str(name_or_path), "is a file, not a checkpoint directory; give the directory "
@@ -270,9 +275,9 @@ def load_encoder(name_or_path: str, dropout: float | None = None, attention_drop
 
     path = local_checkpoint(name_or_path)
     try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as e:
-        raise InputError(str(name_or_path), f"cannot read a Hugging Face checkpoint: {e}")
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+    except Exception as e:  # noqa: BLE001 - whatever the checkpoint's files make transformers raise
+        raise InputError(str(name_or_path), f"cannot read a Hugging Face checkpoint: {load_error_text(e)}")
     if dropout is not None:
         for key, value in list(config.to_dict().items()):
             if "dropout" in key and isinstance(value, float):
@@ -293,11 +298,12 @@ def load_encoder(name_or_path: str, dropout: float | None = None, attention_drop
         try:
             try:
                 model, info = AutoModel.from_pretrained(path, config=config, add_pooling_layer=False,
-                                                        output_loading_info=True, **_float32())
+                                                        output_loading_info=True, **_float32(), **no_code(path))
             except TypeError:  # architectures without a pooler head do not take the argument
-                model, info = AutoModel.from_pretrained(path, config=config, output_loading_info=True, **_float32())
-        except (OSError, ValueError) as e:
-            raise InputError(str(name_or_path), f"cannot load the encoder: {e}")
+                model, info = AutoModel.from_pretrained(path, config=config, output_loading_info=True, **_float32(),
+                                                        **no_code(path))
+        except Exception as e:  # noqa: BLE001 - whatever the checkpoint's files make transformers raise
+            raise InputError(str(name_or_path), f"cannot load the encoder: {load_error_text(e)}")
     missing = [k for k in info.get("missing_keys", []) if "pooler" not in k]
     if missing:
         log.warning("%s: %d weights not in the checkpoint were randomly initialised: %s",
@@ -342,9 +348,10 @@ def _load_dpr_encoder(path: str, config, name: str):
     cls = getattr(transformers, found[0])
     with _quiet_transformers():
         try:
-            dpr, info = cls.from_pretrained(path, config=config, output_loading_info=True, **_float32())
-        except (OSError, ValueError) as e:
-            raise InputError(name, f"cannot load the {found[0]}: {e}")
+            dpr, info = cls.from_pretrained(path, config=config, output_loading_info=True, **_float32(),
+                                            **no_code(path))
+        except Exception as e:  # noqa: BLE001 - whatever the checkpoint's files make transformers raise
+            raise InputError(name, f"cannot load the {found[0]}: {load_error_text(e)}")
         bert = getattr(dpr, DPR_ENCODERS[found[0]]).bert_model
         model = BertModel(_bert_config_of(config), add_pooling_layer=False)
         model.load_state_dict(bert.state_dict())
@@ -355,14 +362,30 @@ def _load_dpr_encoder(path: str, config, name: str):
     return model
 
 
+#: A tokenizer with fewer tokens than this share of config.json's ``vocab_size`` is not the
+#: model's: most rows of the word embeddings would never be used (a folder whose vocabulary
+#: transformers did not find gives a tokenizer of the special tokens only).
+MIN_VOCAB_SHARE = 0.5
+
+
 def load_tokenizer(name_or_path: str):
+    """The tokenizer of a checkpoint (:func:`local_checkpoint`), never its own code; for a local
+    folder, one with far fewer tokens than its config.json's ``vocab_size``
+    (:data:`MIN_VOCAB_SHARE`) is an :class:`InputError`."""
     from transformers import AutoTokenizer
 
     path = local_checkpoint(name_or_path)
     try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as e:
-        raise InputError(str(name_or_path), f"cannot load the tokenizer: {e}")
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    except Exception as e:  # noqa: BLE001 - whatever the tokenizer's files make transformers raise
+        raise InputError(str(name_or_path), f"cannot load the tokenizer: {load_error_text(e)}")
+    vocab_size = config_vocab_size(path)
+    if vocab_size and len(tokenizer) < MIN_VOCAB_SHARE * vocab_size:
+        raise InputError(str(name_or_path), f"its tokenizer has {len(tokenizer)} tokens but its config.json's "
+                                            f"vocab_size is {vocab_size}: the folder's tokenizer files are not this "
+                                            "model's (a vocabulary missing, or another model's); give the tokenizer "
+                                            "saved with these weights")
+    return tokenizer
 
 
 #: Text tokenized with both tokenizers of a pair, to catch a different normalization (case,

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Mapping
 
 from dcsr.errors import InputError
-from dcsr.models.checkpoints import checkpoint_dir, resolve_checkpoint, st_module_kind, st_modules
+from dcsr.models.checkpoints import (checkpoint_dir, resolve_checkpoint, st_module_kind, st_module_path,
+                                      st_modules)
 
 
 #: sentence-transformers trains with MultipleNegativesRankingLoss, whose default scale is 20
@@ -67,7 +68,8 @@ def family_similarity(init: str, pooling: str = "auto", normalize: bool | None =
     if modules:
         kinds = {st_module_kind(m): m for m in modules}
         if "Pooling" in kinds:
-            cfg_file = path / str(kinds["Pooling"].get("path") or "1_Pooling") / "config.json"
+            pooling_module = dict(kinds["Pooling"], path=kinds["Pooling"].get("path") or "1_Pooling")
+            cfg_file = st_module_path(path, pooling_module, str(path / "modules.json")) / "config.json"
             try:
                 cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as e:
