@@ -40,6 +40,7 @@ from dcsr.data.answers import has_answer_in_tokens, tokens
 from dcsr.data.runs import read_trec
 from dcsr.data.formats import (QA, JSONProblem, Passage, not_utf8, one_line, output_folder, strict_object,
                                write_corpus, write_qas)
+from dcsr.data.literals import JSON_LIMITS, json_limit_problem
 from dcsr.errors import InputError, at
 from dcsr.fsutil import atomic_open, atomic_path
 
@@ -94,6 +95,8 @@ def _jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
                                           "JSON object a line") from None
         except JSONProblem as e:
             raise InputError(at(path, n), str(e)) from None
+        except JSON_LIMITS as e:
+            raise InputError(at(path, n), f"the JSON object holds {json_limit_problem(e)}") from None
         if not isinstance(obj, dict):
             raise InputError(at(path, n), f"expected a JSON object ({{\"_id\": ..., ...}}), found {type(obj).__name__}")
         yield n, obj

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from dcsr.data.answers import check_patterns
+from dcsr.data.literals import (JSON_LIMITS, NOT_A_LIST, NOT_STRINGS, JSONProblem, answer_list_shape,
+                                  json_limit_problem, no_surrogate, strict_object)
 from dcsr.errors import InputError, at
 from dcsr.fsutil import atomic_open
 
@@ -211,43 +213,31 @@ def passage_texts(path: str | os.PathLike, wanted: set[int] | None = None) -> di
 # --------------------------------------------------------------------------- JSON
 
 
-class JSONProblem(ValueError):
-    """What :func:`strict_object` refuses; the reader adds the file and line."""
+#: How close to the end of the buffer a decoding error may lie and still come from the element
+#: being cut off there rather than from the file: a cut literal fails at its first character
+#: (``-Infinit``: 8 back), a cut ``\\uXXXX`` escape at its ``u`` (5 back), a cut number's ``e+``
+#: 2 back, anything else at the end itself. A cut string fails at its opening quote, however far
+#: back (:func:`_cut_off`).
+_CUT_MARGIN = 16
 
 
-def no_surrogate(text: str) -> None:
-    """``text`` holds no lone surrogate: JSON's ``"\\ud800"`` escape (or a Python literal's) decodes
-    to a code point that is not text, and the first tokenizer or UTF-8 write meets it with a
-    traceback."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        shown = text if len(text) <= 60 else f"{text[:50]}..."
-        raise JSONProblem(f"the string {shown!r} holds a lone surrogate ({text[e.start]!r}): an escape "
-                          "\\ud800-\\udfff without its pair, which is not text; fix the escape or remove it") from None
-
-
-def _strings_in(value) -> None:
-    if isinstance(value, str):
-        no_surrogate(value)
-    elif isinstance(value, list):  # objects inside were checked when they were made
-        for item in value:
-            _strings_in(item)
-
-
-def strict_object(pairs: list) -> dict:
-    """``object_pairs_hook`` of every JSON reader of a user's file: a key given twice in one object
-    is an error (``json`` keeps the last value and drops the first, so a pasted ``answers`` list
-    silently replaced the real one), and so is a string holding a lone surrogate."""
-    obj = {}
-    for key, value in pairs:
-        if key in obj:
-            raise JSONProblem(f"duplicate key {key!r} in a JSON object (a JSON reader keeps the last and drops "
-                              "the first silently); remove or rename one")
-        no_surrogate(key)
-        _strings_in(value)
-        obj[key] = value
-    return obj
+def _cut_off(buf: str, e: json.JSONDecodeError) -> bool:
+    """Whether decoding ``buf`` failed (``e``) because the element runs past its end: only then can
+    reading more help. Any other error is in the file and stays, however much more is read."""
+    if e.pos >= len(buf) - _CUT_MARGIN or e.msg.startswith("Unterminated string"):
+        return True
+    if not buf.startswith('"', e.pos):
+        return False
+    # an unterminated string by the text, should the message read otherwise: no '"' after the
+    # opening one at e.pos ends the string, i.e. none that follows an even run of backslashes
+    quote = e.pos
+    while (quote := buf.find('"', quote + 1)) >= 0:
+        backslash = quote
+        while buf[backslash - 1] == "\\":
+            backslash -= 1
+        if (quote - backslash) % 2 == 0:
+            return False
+    return True
 
 
 def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Iterator[tuple[int, object]]:
@@ -255,6 +245,8 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
 
     Only one chunk and the current element are held in memory, so DPR's multi-GB
     training files stream; ``line`` is the 1-based line where the element starts.
+    An element that does not fit in the buffer doubles it until it does; a malformed one
+    is reported at once, without reading further.
     """
     decoder = json.JSONDecoder(object_pairs_hook=strict_object)
     with read_text(path) as fh:
@@ -262,21 +254,24 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
         eof = len(buf) < chunk_size
         pos = 0
         line = 1
+        line_start = 0  # where line `line` starts in buf (below 0: before what buf holds)
 
         def skip_ws() -> None:
-            nonlocal pos, line
+            nonlocal pos, line, line_start
             while pos < len(buf) and buf[pos] in " \t\r\n":
                 if buf[pos] == "\n":
                     line += 1
+                    line_start = pos + 1
                 pos += 1
 
-        def refill() -> bool:
-            nonlocal buf, pos, eof
+        def refill(size: int = chunk_size) -> bool:
+            nonlocal buf, pos, eof, line_start
             if eof:
                 return False
-            more = fh.read(chunk_size)
-            eof = len(more) < chunk_size
+            more = fh.read(size)
+            eof = len(more) < size
             buf = buf[pos:] + more
+            line_start -= pos
             pos = 0
             return bool(more)
 
@@ -312,13 +307,25 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
                     obj, end = decoder.raw_decode(buf, pos)
                     break
                 except json.JSONDecodeError as e:
-                    if not refill():
-                        bad_line = line + buf.count("\n", pos, e.pos)
-                        raise InputError(at(path, bad_line), f"malformed JSON: {e.msg} (column {e.colno})")
+                    start, start_of_line = pos, line_start  # offsets into e.doc, the buffer before a refill
+                    # read as much again as the element has so far: a long element costs
+                    # a few decodes, not one a chunk
+                    if _cut_off(buf, e) and refill(max(chunk_size, len(buf) - pos)):
+                        continue
+                    bad_line = line + e.doc.count("\n", start, e.pos)
+                    newline = e.doc.rfind("\n", start, e.pos)
+                    column = e.pos - (newline + 1 if newline >= 0 else start_of_line) + 1
+                    raise InputError(at(path, bad_line), f"malformed JSON: {e.msg} (column {column})") from None
                 except JSONProblem as e:  # at the line where the element starts
                     raise InputError(at(path, line), str(e)) from None
+                except JSON_LIMITS as e:
+                    raise InputError(at(path, line), f"the record that starts on this line holds "
+                                                     f"{json_limit_problem(e)}") from None
             start_line = line
             line += buf.count("\n", pos, end)
+            newline = buf.rfind("\n", pos, end)
+            if newline >= 0:
+                line_start = newline + 1
             pos = end
             expect_value = False
             yield start_line, obj
@@ -448,11 +455,14 @@ def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
             question, raw = row[0], row[1]
             if not question.strip():
                 raise InputError(at(path, line), "the question is empty; write it before the tab, or drop the line")
+            shape = answer_list_shape(raw)
             try:
-                answers = ast.literal_eval(raw)
-            except (ValueError, SyntaxError):
+                if shape == NOT_A_LIST:
+                    raise ValueError(shape)
+                answers = None if shape == NOT_STRINGS else ast.literal_eval(raw)
+            except (ValueError, SyntaxError, RecursionError, MemoryError):
                 raise InputError(at(path, line), f"answers {raw[:80]!r} are not a Python literal list; "
-                                                 "write them as ['answer', ...]")
+                                                 "write them as ['answer', ...]") from None
             if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
                 raise InputError(at(path, line), "answers must be a list of strings, as ['answer', ...]")
             if not answers and not qrels_judged:

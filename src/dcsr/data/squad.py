@@ -36,6 +36,7 @@ from dcsr.data.answers import has_answer
 from dcsr.errors import InputError, at
 from dcsr.data.formats import (QA, JSONProblem, Passage, open_text, strict_object, write_biencoder, write_corpus,
                                 write_qas)
+from dcsr.data.literals import JSON_LIMITS, json_limit_problem
 from dcsr.fsutil import atomic_path
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,8 @@ def _load(path: str | os.PathLike) -> list:
         raise InputError(at(path), str(e)) from None
     except (UnicodeDecodeError, OSError, EOFError) as e:
         raise InputError(at(path), f"cannot read SQuAD JSON: {e}")
+    except JSON_LIMITS as e:  # after UnicodeDecodeError, a ValueError too
+        raise InputError(at(path), f"the SQuAD JSON holds {json_limit_problem(e)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise InputError(at(path), "no 'data' list: expected SQuAD v1.1 JSON ({'version': ..., 'data': [articles]})")
     return doc["data"]
