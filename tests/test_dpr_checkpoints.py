@@ -413,3 +413,24 @@ def test_a_dpr_pair_runs_untrained_and_trained_to_its_table_and_exports(repo, tm
     # trained: not the inits' vectors any more
     assert not torch.allclose(ours[1], _dpr_vectors(dpr_pair[0], dpr_pair[1], tokenizer)[1], atol=1e-4)
     assert (results / "logs" / "export_model" / "pub-trained.log").is_file()
+
+
+@pytest.mark.parametrize("similarity, fmt", [({}, "dpr"), ({"pooling": "mean", "normalize": True}, "sentence-transformers")])
+def test_the_export_readmes_code_keeps_a_quoted_results_path_a_string(tiny_bert, tmp_path, similarity, fmt):
+    """An export folder named to close the string it was pasted into: copied into Python, the
+    README's code ran the name's command. Its paths are Python literals, so the code parses to
+    loads of the exported folders and nothing else."""
+    import ast
+    import re
+
+    from dcsr.models.export import export_model
+
+    saved = _saved(tmp_path, tiny_bert, {"method": "dpr"}, **similarity)
+    out = tmp_path / 'r"); __import__("os").system("touch PWNED"); ("' / "export"
+    assert export_model(saved, out, "m")["format"] == fmt
+    code = re.search(r"```python\n(.*?)```", (out / "README.md").read_text(), flags=re.S).group(1)
+    calls = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call)]
+    assert not [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "__import__"]
+    loads = [c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)
+             and isinstance(c.args[0].value, str) and c.args[0].value.startswith(str(out))]
+    assert sorted(set(loads)) == sorted({f"{out}/question_encoder", f"{out}/{'ctx' if fmt == 'dpr' else 'passage'}_encoder"})

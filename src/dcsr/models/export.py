@@ -187,9 +187,9 @@ Exported by dcsr from `{source}` ({similarity}).
 ```python
 from transformers import AutoTokenizer, DPRContextEncoder, DPRQuestionEncoder
 
-tokenizer = AutoTokenizer.from_pretrained("{out}/question_encoder")
-q_encoder = DPRQuestionEncoder.from_pretrained("{out}/question_encoder")
-p_encoder = DPRContextEncoder.from_pretrained("{out}/ctx_encoder")
+tokenizer = AutoTokenizer.from_pretrained({q_path})
+q_encoder = DPRQuestionEncoder.from_pretrained({q_path})
+p_encoder = DPRContextEncoder.from_pretrained({ctx_path})
 q = q_encoder(**tokenizer(["a question"], return_tensors="pt", truncation=True, max_length={qlen})).pooler_output
 p = p_encoder(**tokenizer(["a title"], ["a passage"], return_tensors="pt", truncation=True,
                           max_length={plen})).pooler_output
@@ -205,8 +205,8 @@ Exported by dcsr from `{source}` ({similarity}).
 ```python
 from sentence_transformers import SentenceTransformer
 
-q_encoder = SentenceTransformer("{out}/question_encoder")
-p_encoder = SentenceTransformer("{out}/passage_encoder")
+q_encoder = SentenceTransformer({q_path})
+p_encoder = SentenceTransformer({p_path})
 q = q_encoder.encode(["a question"])
 p = p_encoder.encode([["a title", "a passage"]])  # title and text as a sentence pair
 scores = {score}
@@ -262,7 +262,10 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, name:
         note = (f"Vectors are unit vectors: this model's own are them times sqrt({model.scale:g}) "
                 f"(scores {model.scale:g} x cosine), which ranks the same." if model.normalize else "")
         (tmp / "README.md").write_text(_README[fmt].format(
-            name=name, source=model_dir, similarity=similarity, out=out_dir, qlen=qlen, plen=plen, note=note,
+            # paths as Python literals: a results folder named with quotes stays a string in the copied code
+            q_path=repr(f"{out_dir}/question_encoder"), ctx_path=repr(f"{out_dir}/ctx_encoder"),
+            p_path=repr(f"{out_dir}/passage_encoder"),
+            name=name, source=model_dir, similarity=similarity, qlen=qlen, plen=plen, note=note,
             score="q @ p.T  # cosine (unit vectors)" if model.normalize else "q @ p.T  # the dot product"),
             encoding="utf-8")
     return info
