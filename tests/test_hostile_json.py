@@ -230,3 +230,30 @@ def test_every_chunk_boundary_reports_a_typo_at_its_line_and_column(tmp_path, go
         with pytest.raises(InputError) as got:
             list(iter_json_array(path, chunk_size=chunk_size))
         assert str(got.value) == want, chunk_size
+
+
+def test_a_passage_id_of_thousands_of_digits_or_not_ascii_is_one_short_line():
+    """A corpus id of 5,000 digits: int() refuses it (CPython's digit limit) and the message
+    echoed all of it; a training record's positive id '²' (a digit to str.isdigit) was a
+    traceback in mining. Both are one short line now, and leading zeros still read."""
+    from dcsr.data.formats import passage_id
+    from dcsr.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        passage_id("9" * 5000, "c.tsv", 2)
+    assert str(e.value) == "c.tsv:2: passage id 99999999999999999999... (5000 characters) does not fit in 64 bits; renumber the passages"
+    with pytest.raises(InputError, match=r"^c.tsv:3: passage id '²' is not an integer$"):
+        passage_id("²", "c.tsv", 3)
+    assert passage_id("0" * 30 + "7", "c.tsv", 4) == 7
+
+
+def test_mining_skips_a_positive_id_that_is_no_ascii_integer(tmp_path):
+    from dcsr.retrieval.mining import training_questions
+
+    rec = {"question": "q", "answers": ["a"], "positive_ctxs": [
+        {"title": "", "text": "t1", "passage_id": "²"}, {"title": "", "text": "t2", "passage_id": "9" * 5000},
+        {"title": "", "text": "t3", "passage_id": "12"}, {"title": "", "text": "t4", "passage_id": 13}],
+        "negative_ctxs": [], "hard_negative_ctxs": []}
+    (tmp_path / "t.json").write_text(json.dumps([rec]))
+    _, _, ids, texts = training_questions(tmp_path / "t.json")
+    assert ids == [{12, 13}] and texts == [{"t1", "t2", "t3", "t4"}]

@@ -107,15 +107,18 @@ def read_text(path: str | os.PathLike):
 def passage_id(text: str, path, line: int) -> int:
     """A corpus's passage id: decimal digits, at least 0 (FAISS pads a short hit list with -1,
     so a negative id would be read as "no hit") and below 2^63 (ids are stored as int64)."""
+    shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+    if len(text.lstrip("0")) > 19 and text.isascii() and text.isdigit():  # past int64; int() of 4,300+ digits raises
+        raise InputError(at(path, line), f"passage id {shown} does not fit in 64 bits; renumber the passages")
     try:
         pid = int(text)
     except ValueError:
-        raise InputError(at(path, line), f"passage id {text!r} is not an integer") from None
+        raise InputError(at(path, line), f"passage id {shown!r} is not an integer") from None
     if pid < 0:
         raise InputError(at(path, line), f"passage id {pid} is negative; passage ids must be 0 or more "
                                          "(FAISS marks a missing hit with -1): renumber the passages")
     if not text.isascii() or not text.isdigit():
-        raise InputError(at(path, line), f"passage id {text!r} is not an integer")
+        raise InputError(at(path, line), f"passage id {shown!r} is not an integer")
     if pid >= 1 << 63:
         raise InputError(at(path, line), f"passage id {pid} does not fit in 64 bits; renumber the passages")
     return pid

@@ -68,8 +68,10 @@ def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[b
         answers.append(rec["answers"])
         ids, texts = set(), set()
         for ctx in rec["positive_ctxs"]:
-            pid = ctx.get("passage_id")
-            if pid is not None and str(pid).strip().lstrip("-").isdigit():
+            pid = str(ctx.get("passage_id", "")).strip()
+            digits = pid.removeprefix("-")
+            # ASCII digits only ('²' and '٣' are digits to str.isdigit), and few enough for an int64
+            if digits.isascii() and digits.isdigit() and len(digits) <= 19:
                 ids.add(int(pid))
             texts.add(ctx["text"].strip())
         positive_ids.append(ids)
