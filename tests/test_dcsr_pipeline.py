@@ -255,3 +255,25 @@ def test_temperature_dev_adds_a_dev_variant_of_each_test_dataset():
         "a.dev": {"like": "a", "questions": "dev", "corpus": "c", "dev_of": "a"}}
     hybrid["t"]["rows"][0]["fusion"] = "rrf"
     assert dev_variants({**cfg, "dcsr": {"temperature": 1.0}, "tables": hybrid}) == {}
+
+
+def test_a_run_shorter_than_k_for_want_of_sentences_is_a_warning_naming_the_setting(caplog):
+    """Top 6 sentences: question 0's name 3 passages only (a depth too small for k = 4: its 4th
+    rank would count as a miss), question 1's name 6, and question 2's search found 2 sentences
+    only (the corpus ran out: no deeper search helps). Only question 0 is warned about."""
+    import logging
+
+    import numpy as np
+
+    from dcsr.retrieval.hasans import hasans_topk, short_runs, warn_short_runs
+
+    ids = np.array([[1, 1, 2, 2, 3, 3], [1, 2, 3, 4, 5, 6], [1, 2, -1, -1, -1, -1]])
+    scores = np.tile(np.arange(6, 0, -1, dtype=float), (3, 1))
+    pids, _ = hasans_topk(scores, ids, 1.0, 4)
+    assert short_runs(ids, pids, 4).tolist() == [0]
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.hasans"):
+        warn_short_runs(ids, pids, 4)
+        warn_short_runs(ids[1:], pids[1:], 4)  # none short: no warning
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 of 3 questions rank fewer than 4 passages from their top 6 sentences (as few as 3, median 3): their "
+        "missing ranks count as misses at top-k; raise dcsr.sentences_per_passage (null: the corpus mean)"]

@@ -6,6 +6,7 @@ apply it start fast; :mod:`dcsr.models.markers` re-exports these names.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Sequence
 
@@ -13,6 +14,8 @@ import numpy as np
 
 from dcsr.errors import InputError
 from dcsr.evaluation.metrics import DEFAULT_KS
+
+log = logging.getLogger(__name__)
 
 
 def sentences_to_retrieve(k_passages: int = 100, *, avg_sentences_per_passage: float) -> int:
@@ -142,8 +145,28 @@ def merge_sentence_hits(shard_npzs: Sequence[str], k_passages: int, temperature:
     in the layout of :func:`dcsr.retrieval.index.merge_shard_hits` (pid -1 / score -inf pad short rows)."""
     scores, ids = all_sentence_hits(shard_npzs)
     pids, hasans = hasans_topk(scores, ids, temperature, k_passages)
+    warn_short_runs(ids, pids, k_passages)
     hasans = np.where(pids >= 0, hasans, -np.inf)
     return hasans, pids
+
+
+def short_runs(sentence_ids: np.ndarray, pids: np.ndarray, k_passages: int) -> np.ndarray:
+    """Questions whose top ``M`` sentences were all found (the corpus has more) yet name fewer
+    than ``k_passages`` passages: the depth ``M`` (``dcsr.sentences_per_passage``) was too small
+    for them, and top-k counts their missing ranks as misses. (Where the search found fewer than
+    ``M`` sentences, the corpus itself ran out: no deeper search finds more.)"""
+    full = (sentence_ids >= 0).all(axis=1)
+    return np.flatnonzero(full & ((pids >= 0).sum(axis=1) < k_passages))
+
+
+def warn_short_runs(sentence_ids: np.ndarray, pids: np.ndarray, k_passages: int) -> None:
+    short = short_runs(sentence_ids, pids, k_passages)
+    if len(short):
+        found = (pids[short] >= 0).sum(axis=1)
+        log.warning("%d of %d questions rank fewer than %d passages from their top %d sentences (as few as %d, "
+                    "median %g): their missing ranks count as misses at top-k; raise dcsr.sentences_per_passage "
+                    "(null: the corpus mean)", len(short), len(pids), k_passages, sentence_ids.shape[1],
+                    int(found.min()), float(np.median(found)))
 
 
 #: The temperatures :func:`choose_temperature` tries: powers of 2 around the paper's T = 1.
