@@ -290,6 +290,20 @@ def test_the_seeded_test_is_the_paired_t_test_at_either_extreme():
     assert (c.low, c.high) == pytest.approx((100 * low, 100 * high))
 
 
+def test_seed_pairs_that_disagree_on_every_question_with_equal_question_means_are_not_certain():
+    """Two seed pairs that each differ on every question, in opposite directions: each question's
+    mean difference is 0 and so is the questions' mean square, but the seeds disagree question by
+    question. That is spread, not certainty: no zero-width interval and no "detects 0.0 points"."""
+    from dcsr.evaluation.claims import compare_seeded, seed_variance
+
+    base = np.array([[0, 1, 0, 1], [1, 0, 1, 0]], dtype=float)
+    meth = 1 - base
+    mean, se, df = seed_variance(meth - base)
+    assert mean == 0 and se > 0 and df == 3
+    c = compare_seeded(base, meth)
+    assert c.low < 0 < c.high and c.p_value == 1 and c.spread > 0
+
+
 def test_with_three_seeds_a_null_difference_is_found_about_one_time_in_twenty():
     """Simulated comparisons with no difference (3 seeds a side, 400 questions, a seed-to-seed
     spread of 5 points): the seeded test rejects at its 5% level. The two-level bootstrap it

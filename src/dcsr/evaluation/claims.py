@@ -192,7 +192,8 @@ def seed_variance(pairs: np.ndarray) -> tuple[float, float, float]:
     questions (``MS_q``, n - 1) and of their interaction (``MS_e``, (R - 1)(n - 1)) give the
     variance of the mean over both, ``sigma_s^2 / R + sigma_q^2 / n + sigma_e^2 / (R n)``, as
     ``(MS_s - MS_e + MS_q) / (R n)``, with the seeds' component ``MS_s - MS_e`` cut at 0 (then
-    it is ``MS_q / (R n)``: the questions alone); its degrees of freedom are Satterthwaite's
+    it is ``MS_q / (R n)``: the questions alone, or ``MS_e / (R n)`` where ``MS_q`` is 0 and the
+    seed pairs still disagree question by question); its degrees of freedom are Satterthwaite's
     (1946). With few seeds and a real seed-to-seed spread that is near R - 1, so a t quantile
     widens the interval as three seeds warrant; with a negligible one it is near n - 1. A
     bootstrap over 3 seed pairs, which this replaces, cannot do that: on simulated null
@@ -210,6 +211,10 @@ def seed_variance(pairs: np.ndarray) -> tuple[float, float, float]:
     if ms_s > ms_e:
         terms += [(ms_s / cells, runs - 1), (-ms_e / cells, (runs - 1) * (n - 1))]
     var = sum(t for t, _ in terms)
+    if var <= 0 < ms_e:
+        # every question's mean difference the same (MS_q = 0) while the seed pairs disagree
+        # question by question: the interaction alone is the spread, not none at all
+        return mean, (ms_e / cells) ** 0.5, float((runs - 1) * (n - 1))
     if var <= 0:
         return mean, 0.0, float("inf")
     df = var ** 2 / sum(t * t / f for t, f in terms if f > 0)
