@@ -94,6 +94,18 @@ def test_paper_config_dry_run_is_the_experiment_matrix(repo, tmp_path):
     assert not (tmp_path / "downloads").exists()  # a dry run downloads nothing
 
 
+@pytest.mark.parametrize("name", ["paper.yaml", "paper-dpr.yaml", "paper-attribution.yaml"])
+def test_the_paper_configs_clip_the_global_gradient_as_dpr_clips_each_gpus_share(repo, name):
+    """DPR's code (train_dense_encoder.py) takes the loss over the global batch on every GPU, lets
+    DDP average the gradients (each GPU then holds the global gradient / 8) and clips that at 2.0;
+    we clip the global gradient itself, whatever the process count (two processes train as one:
+    test_train.py::test_two_processes_match_one), so DPR's recipe is 2.0 x its 8 GPUs (128 questions / 16 a GPU)."""
+    train = yaml.safe_load((repo / "config" / name).read_text())["train"]
+    dpr_gpus = train["batch_size"] * train["gpus"] // 16
+    assert (train["batch_size"], train["gpus"], dpr_gpus) == (16, 8, 8)
+    assert train["max_grad_norm"] == 2.0 * dpr_gpus
+
+
 def test_paper_mini_is_the_same_dag(repo, tmp_path):
     """The overlay changes sizes, not the DAG: the same rules with the same counts, but for
     the shards (578 passages at <= 600 per shard: one shard per corpus). CI's cut of it

@@ -95,7 +95,10 @@ TRAIN: dict[str, Setting] = {
                        low=0, high=1),
     "weight_decay": _s((float, int), 0.0, "AdamW weight decay (not on biases and norm weights)", low=0),
     "adam_eps": _s((float, int), 1e-8, "AdamW epsilon", low=0, low_open=True),
-    "max_grad_norm": _s((float, int), 2.0, "gradient-norm clipping (0: none)", low=0),
+    "max_grad_norm": _s((float, int), 2.0, "gradient-norm clipping of the global batch's gradient, whatever the "
+                                           "process count (0: none); DPR's code clips each process's share after "
+                                           "DDP's averaging, 1 / processes of it: its 2.0 on 8 GPUs is 16 here",
+                        low=0),
     "hard_negatives": _s(int, 1, "hard negatives per question (from hard_negative_ctxs)", low=0),
     "other_negatives": _s(int, 0, "other negatives per question (from negative_ctxs)", low=0),
     "shuffle_positives": _s(bool, False, "pick a random positive instead of the first"),
