@@ -102,7 +102,7 @@ def _search(folder: Path, factory: str, search_params: str = "", k: int = K):
         npz = out / f"{s}.npz"
         stats = search_shard_many(index, folder / f"i{s}.npy", [(folder / "q.npy", npz)], k, use_gpu=False,
                                   progress=False, search_params=search_params)
-        assert stats == [{"queries": QUERIES, "k": k, "vectors": PER_SHARD}]
+        assert stats == [{"queries": QUERIES, "k": k, "vectors": PER_SHARD, "placement": "faiss-cpu"}]
         npzs.append(npz)
     return merge_shard_hits(npzs, k)
 

@@ -191,6 +191,8 @@ def test_report_captions_carry_no_directive_from_config_values(tmp_path):
     folder = tmp_path / ".. raw:: html <script>alert(1)<" / "script> |x| _y_ *z* .. include:: secret.txt"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")  # what the DAG-build check asks of a model folder
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n")
     legal["encoders"][encoder] = str(folder)
     legal["results"] = f"results .. include:: {secret} .. raw:: html <script>alert(2)</script>"
     Plan(copy.deepcopy(legal), basedir=REPO)  # legal: no line break, no backquote
