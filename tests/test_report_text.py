@@ -134,7 +134,7 @@ def test_a_backquote_in_a_path_the_report_quotes_is_refused():
 
 @pytest.mark.parametrize("value", [" javascript:alert(document.domain)//x/y", "results\t", "\u00a0results"])
 def test_white_space_around_a_path_the_report_quotes_is_refused(value):
-    """\`\` x\`\` is no RST literal: docutils reads its text, and made a ``javascript:`` link of
+    """A caption of `` x`` is no RST literal: docutils reads its text, and made a ``javascript:`` link of
     the leading-space path in report.html."""
     config = _hostile_config({"results": value})
     with pytest.raises(InputError) as e:
