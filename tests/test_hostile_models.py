@@ -55,6 +55,16 @@ def answer_yes(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 10))
 
 
+def _refused_at_build_and_load(folder: Path, expected: str, load) -> None:
+    """The DAG-build check and ``load`` both refuse ``folder`` with ``expected``, each naming it its way."""
+    with pytest.raises(InputError) as e:
+        check_encoder(str(folder), "config: encoders.x")
+    assert str(e.value) == f"config: encoders.x: {str(folder)!r}: {expected}"
+    with pytest.raises(InputError) as e:
+        load(str(folder))
+    assert str(e.value) == f"{folder}: {expected}"
+
+
 # ---------------------------------------------------------------------- 1. remote code
 
 
@@ -74,12 +84,7 @@ def test_a_remote_code_tokenizer_is_refused(tiny_bert, tmp_path, answer_yes):
     expected = ("its tokenizer_config.json has auto_map (AutoTokenizer: ['evil.EvilTokenizer', None]), code of the "
                 "model folder that loading would run (a remote-code model); this workflow never runs a model's own "
                 "code: give a checkpoint of an architecture transformers ships")
-    with pytest.raises(InputError) as e:
-        check_encoder(str(folder), "config: encoders.x")
-    assert str(e.value) == f"config: encoders.x: {str(folder)!r}: {expected}"
-    with pytest.raises(InputError) as e:
-        load_tokenizer(str(folder))
-    assert str(e.value) == f"{folder}: {expected}"
+    _refused_at_build_and_load(folder, expected, load_tokenizer)
     assert not (tmp_path / "RAN").exists()
 
 
@@ -205,12 +210,7 @@ def test_a_decoy_safetensors_beside_pickle_weights_is_refused(tiny_bert, tmp_pat
     expected = ("holds pickle weights only (pytorch_model.bin), and unpickling a file can run code: convert them to "
                 "safetensors where you trust the file (AutoModel.from_pretrained(folder).save_pretrained(folder, "
                 "safe_serialization=True))")
-    with pytest.raises(InputError) as e:
-        check_encoder(str(folder), "config: encoders.x")
-    assert str(e.value) == f"config: encoders.x: {str(folder)!r}: {expected}"
-    with pytest.raises(InputError) as e:
-        load_encoder(str(folder))
-    assert str(e.value) == f"{folder}: {expected}"
+    _refused_at_build_and_load(folder, expected, load_encoder)
     (folder / "pytorch_model.bin").unlink()
     with pytest.raises(InputError) as e:
         check_encoder(str(folder), "config: encoders.x")
@@ -272,12 +272,7 @@ def test_a_folder_without_tokenizer_files_is_refused(tiny_bert, tmp_path):
                 "sentencepiece.bpe.model, tokenizer.model), so its tokenizer would have the special tokens only and "
                 "turn every word into [UNK]: give the folder with the tokenizer saved beside the weights "
                 "(tokenizer.save_pretrained(folder))")
-    with pytest.raises(InputError) as e:
-        check_encoder(str(folder), "config: encoders.x")
-    assert str(e.value) == f"config: encoders.x: {str(folder)!r}: {expected}"
-    with pytest.raises(InputError) as e:
-        load_tokenizer(str(folder))
-    assert str(e.value) == f"{folder}: {expected}"
+    _refused_at_build_and_load(folder, expected, load_tokenizer)
 
 
 def test_a_tokenizer_far_smaller_than_the_vocabulary_is_refused(tiny_bert, tmp_path):
