@@ -342,6 +342,23 @@ def _deepen_ties(index, ids, qb, s, h, tied, kk: int, ntotal: int):
     return s_all, h_all
 
 
+def _faiss_parts(index) -> list[str]:
+    """The class names of a FAISS index (downcast), or of each part of one sharded or replicated
+    over GPUs (``IndexShards``, ``IndexReplicas``); none where the parts cannot be read."""
+    faiss = load_faiss()
+    try:
+        index = faiss.downcast_index(index)
+    except (AttributeError, RuntimeError, TypeError):
+        pass
+    name = type(index).__name__
+    if not name.startswith(("IndexShards", "IndexReplicas")):
+        return [name]
+    try:
+        return [type(faiss.downcast_index(index.at(i))).__name__ for i in range(index.count())]
+    except (AttributeError, RuntimeError, TypeError):
+        return []
+
+
 def exact_flat(index) -> bool:
     """Whether a loaded index searches every vector exactly (a FAISS ``Flat`` on the CPU or on
     GPUs, also sharded or replicated over GPUs, or :class:`TorchFlatIndex`): only there is
@@ -350,18 +367,8 @@ def exact_flat(index) -> bool:
 
     if isinstance(index, TorchFlatIndex):
         return True
-    faiss = load_faiss()
-    try:
-        index = faiss.downcast_index(index)
-    except (AttributeError, RuntimeError, TypeError):
-        pass
-    name = type(index).__name__
-    if name.startswith(("IndexShards", "IndexReplicas")):
-        try:
-            return index.count() > 0 and all(exact_flat(index.at(i)) for i in range(index.count()))
-        except (AttributeError, RuntimeError, TypeError):
-            return False
-    return name.startswith(("IndexFlat", "GpuIndexFlat"))
+    parts = _faiss_parts(index)
+    return bool(parts) and all(name.startswith(("IndexFlat", "GpuIndexFlat")) for name in parts)
 
 
 def _search_loaded(index, ids: np.ndarray, queries_npy, out_npz, k: int, batch_size: int,
@@ -386,17 +393,8 @@ def placement_of(index) -> str:
 
     if isinstance(index, TorchFlatIndex):
         return f"torch-{index.device.type}-{str(index.dtype).removeprefix('torch.')}"
-    try:
-        index = load_faiss().downcast_index(index)
-    except (AttributeError, RuntimeError, TypeError):
-        pass
-    name = type(index).__name__
-    if name.startswith(("IndexShards", "IndexReplicas")):
-        try:
-            name = type(load_faiss().downcast_index(index.at(0))).__name__ if index.count() else name
-        except (AttributeError, RuntimeError, TypeError):
-            pass
-    return "faiss-gpu" if name.startswith("Gpu") else "faiss-cpu"
+    parts = _faiss_parts(index)
+    return "faiss-gpu" if parts and parts[0].startswith("Gpu") else "faiss-cpu"
 
 
 def check_one_placement(paths: Sequence[str | os.PathLike], placements: Sequence[str | None]) -> None:
