@@ -200,12 +200,17 @@ def test_the_scripts_take_the_pair_as_two_options_or_one_json(dpr_pair):
 # ---------------------------------------------------------------------- export
 
 
-def test_export_to_dprs_format_round_trips(dpr_pair, tmp_path, one_thread):
+@pytest.mark.parametrize("token_types", ["pair", "zeros"])
+def test_export_to_dprs_format_round_trips(dpr_pair, tmp_path, one_thread, token_types):
+    """DPR's own classes, fed what Hugging Face's tokenizer gives (a passage's text type 1), give
+    the exported model's vectors; a ``token_types: zeros`` model's too (its encoders were written
+    with every token-type row its row 0)."""
     from transformers import AutoTokenizer, DPRContextEncoderTokenizer, DPRQuestionEncoderTokenizer
 
     from dcsr.models.export import export_model
 
-    tokenizer, model = build_biencoder({"question": str(dpr_pair[0]), "passage": str(dpr_pair[1])})
+    tokenizer, model = build_biencoder({"question": str(dpr_pair[0]), "passage": str(dpr_pair[1])},
+                                       token_types=token_types)
     with torch.no_grad():  # as if trained: the weights are no longer the inits'
         for p in model.parameters():
             p.add_(0.01 * torch.randn_like(p))
@@ -213,7 +218,8 @@ def test_export_to_dprs_format_round_trips(dpr_pair, tmp_path, one_thread):
                                                       "passage_max_length": 64})
     tokenizer, model, _ = load_biencoder(tmp_path / "m")
     info = export_model(tmp_path / "m", tmp_path / "export", "pub")
-    assert info["format"] == "dpr" and info["passage_encoder"] == "ctx_encoder"
+    assert info["format"] == "dpr" and info["passage_encoder"] == "ctx_encoder" and info["token_types"] == token_types
+    assert load_biencoder(tmp_path / "m")[1].token_types == token_types  # the saved model itself is as it was
     out = tmp_path / "export"
     assert json.loads((out / "export.json").read_text())["format"] == "dpr"
     assert json.loads((out / "question_encoder" / "config.json").read_text())["architectures"] == ["DPRQuestionEncoder"]

@@ -325,3 +325,39 @@ def test_a_half_precision_checkpoint_loads_with_float32_parameters(tiny_bert, tm
     reference = BertModel.from_pretrained(tiny_bert, add_pooling_layer=False, dtype=torch.float32)
     for a, b in zip(load_encoder(str(tiny_bert)).state_dict().values(), reference.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_zeros_token_types_encode_as_dpr_and_are_saved_with_the_model(tiny_bert, tmp_path):
+    """``token_types: zeros`` (DPR's and DCSR's code: segments = zeros) gives a passage the
+    vector of its ids with every token type 0, whatever types the tokenizer gave, in every later
+    stage: the choice is saved in dcsr.json and read back. A model saved before it was recorded
+    encodes with the tokenizer's types, as it did."""
+    torch.manual_seed(0)
+    tokenizer, pair = build_biencoder(str(tiny_bert), pooling="cls")
+    torch.manual_seed(0)
+    _, zeros = build_biencoder(str(tiny_bert), pooling="cls", token_types="zeros")
+    pair.eval(), zeros.eval()
+    p = tokenize_passages(tokenizer, ["Paris"], ["capital of france"], 32)
+    assert p["token_type_ids"].sum() > 0  # the text is type 1
+    no_types = {k: v for k, v in p.items() if k != "token_type_ids"}
+    all_zero = {**p, "token_type_ids": torch.zeros_like(p["token_type_ids"])}
+    with torch.no_grad():
+        assert torch.equal(zeros.encode_passages(**p), pair.encode_passages(**all_zero))
+        assert torch.equal(zeros.encode_passages(**p), zeros.encode_passages(**no_types))
+        assert not torch.allclose(pair.encode_passages(**p), pair.encode_passages(**all_zero))
+
+    out = tmp_path / "zeros"
+    save_biencoder(zeros, tokenizer, out, {"method": "dpr", "step": 1})
+    assert json.loads((out / "dcsr.json").read_text())["token_types"] == "zeros"
+    _, loaded, _ = load_biencoder(out)
+    assert loaded.token_types == "zeros"
+    with torch.no_grad():
+        assert torch.equal(loaded.encode_passages(**p), zeros.encode_passages(**p))
+
+    meta = json.loads((out / "dcsr.json").read_text())
+    del meta["token_types"]  # as saved before token_types was recorded
+    (out / "dcsr.json").write_text(json.dumps(meta))
+    assert load_biencoder(out)[1].token_types == "pair"
+    (out / "dcsr.json").write_text(json.dumps({**meta, "token_types": "ones"}))
+    with pytest.raises(InputError, match=r"dcsr\.json: token_types: unknown token_types 'ones'"):
+        load_biencoder(out)

@@ -106,6 +106,13 @@ def test_the_paper_configs_clip_the_global_gradient_as_dpr_clips_each_gpus_share
     assert train["max_grad_norm"] == 2.0 * dpr_gpus
 
 
+@pytest.mark.parametrize("name", ["paper.yaml", "paper-dpr.yaml", "paper-attribution.yaml"])
+def test_the_paper_configs_feed_token_type_zero_as_dpr_and_dcsr(repo, name):
+    """DPR's and DCSR's code (BiEncoder.create_biencoder_input: ctx_segments = torch.zeros_like)
+    feed every token type 0, a passage's text included; the tokenizer's pair gives the text type 1."""
+    assert yaml.safe_load((repo / "config" / name).read_text())["train"]["token_types"] == "zeros"
+
+
 def test_paper_mini_is_the_same_dag(repo, tmp_path):
     """The overlay changes sizes, not the DAG: the same rules with the same counts, but for
     the shards (578 passages at <= 600 per shard: one shard per corpus). CI's cut of it
@@ -175,6 +182,8 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
     for fig in ("data_efficiency", "coverage", "attribution_marginals-DPR", "attribution_marginals-DCSR",
                 "pair_matrix-DPR", "validation-nq", "validation-nq+trivia+squad"):
         assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
+    # the models trained and encoded as DPR's and DCSR's code, every token type 0
+    assert {json.loads(p.read_text())["token_types"] for p in (results / "models").glob("*/dcsr.json")} == {"zeros"}
     # every pair of the matrix was searched and scored
     matrix = read_csv(results / "attribution" / "pair_matrix.csv")
     assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix

@@ -166,6 +166,7 @@ def test_training_learns(tmp_path, tiny_bert, data):
                     log=messages.append)
     out = tmp_path / "out"
     assert summary["steps"] == 64
+    assert not [m for m in messages if "warm-up" in m and "warning" in m]
     assert sorted(p.name for p in out.iterdir()) == ["dcsr.json", "passage_encoder", "question_encoder",
                                                       "train_log.jsonl", "validation.json"]
     losses = [r["loss"] for r in _log(out / "train_log.jsonl")]
@@ -191,6 +192,18 @@ def test_training_learns(tmp_path, tiny_bert, data):
     again = evaluate(model2, tok2, read_biencoder(dev_json), s, amp_dtype=_amp_dtype(s["amp"], torch.device("cpu"))[0])
     assert again["average_rank"] == pytest.approx(after["average_rank"])
     assert again["nll_loss"] == pytest.approx(after["nll_loss"], abs=1e-5)
+
+
+def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, tiny_bert, data):
+    """DPR's 1,237 warm-up steps on a small training set (WebQuestions, CuratedTREC at the paper's
+    40 epochs) never reach the peak learning rate: the log says so, and how far it rises."""
+    train_json, dev_json = data
+    messages = []
+    summary = train({**SMALL, "epochs": 1, "warmup_steps": 32}, train_json, dev_json, str(tiny_bert),
+                    tmp_path / "out", tmp_path / "ck", log=messages.append)
+    assert summary["steps"] == 8
+    said = [m for m in messages if "warm-up (32 steps) is as long as the whole run (8 steps)" in m]
+    assert len(said) == 1 and "rises to 25% of learning_rate" in said[0], messages
 
 
 def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):

@@ -73,6 +73,7 @@ SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 POSITIVE_TEXTS = ("whole", "kept")
 INPASSAGE_NEGATIVES = ("any", "not_adjacent")
 MATCH_TYPES = ("string", "regex")
+TOKEN_TYPES = ("pair", "zeros")  # dcsr.models.biencoder.BiEncoder
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index
 #: The largest seed: numpy's (``RandomState``, ``default_rng``) take 0..2**32-1, and every seed of
 #: the config (``seed:``, ``train.seed``, a subset's, the sweep's) reaches one of them.
@@ -107,6 +108,11 @@ TRAIN: dict[str, Setting] = {
     "pooling": _s(str, "auto", "auto (the init's own: a sentence-transformers model's Pooling module, else CLS), "
                                "cls (DPR: the [CLS] state; DCSR: the <sent> marker's) or mean (of the tokens)",
                   choices=POOLINGS),
+    "token_types": _s(str, "pair", "the token types the encoders see: pair (the tokenizer's: a passage's text after "
+                                   "its title is type 1, as a sentence pair) or zeros (every token type 0, as DPR's "
+                                   "and DCSR's code feed, in training and in encoding); saved with the model, so "
+                                   "every later stage encodes as it trained",
+                      choices=TOKEN_TYPES),
     "normalize": _s((bool, _NONE), None, "unit-normalize vectors, so scores are scale x cosine (null: as the init's "
                                          "modules say: a sentence-transformers Normalize module)"),
     "scale": _s((float, int, _NONE), None, "scores are scale x the similarity (null: 20 for normalized vectors, "

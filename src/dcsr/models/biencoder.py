@@ -44,7 +44,7 @@ from dcsr.models.similarity import pair_similarity
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import check_file_digests, file_digests, warn_unverified
-from dcsr.settings import POOLINGS, TRAIN
+from dcsr.settings import POOLINGS, TOKEN_TYPES, TRAIN
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,11 @@ class BiEncoder(torch.nn.Module):
     """
 
     def __init__(self, question_model: torch.nn.Module, passage_model: torch.nn.Module,
-                 pooling: str = "cls", normalize: bool = False, scale: float = 1.0, source: str | None = None):
+                 pooling: str = "cls", normalize: bool = False, scale: float = 1.0, source: str | None = None,
+                 token_types: str = "pair"):
         super().__init__()
+        if token_types not in TOKEN_TYPES:
+            raise InputError("token_types", f"unknown token_types {token_types!r}; expected {' or '.join(TOKEN_TYPES)}")
         if pooling not in POOLINGS or pooling == "auto":
             raise InputError("pooling", f"unknown pooling {pooling!r}; expected cls or mean "
                                         "(resolve auto with family_similarity first)")
@@ -81,6 +84,8 @@ class BiEncoder(torch.nn.Module):
         self.normalize = bool(normalize)
         self.scale = float(scale)
         self.similarity_source = source  # where pooling and similarity came from (family_similarity)
+        # "zeros": the encoders never see the tokenizer's token types (DPR's and DCSR's segments)
+        self.token_types = token_types
 
     @property
     def similarity(self) -> dict:
@@ -123,6 +128,8 @@ class BiEncoder(torch.nn.Module):
 
     def _encode(self, model: torch.nn.Module, batch: Mapping[str, Any]) -> Tensor:
         inputs = {k: batch[k] for k in MODEL_INPUTS if batch.get(k) is not None}
+        if self.token_types == "zeros":  # the encoder then takes type 0 for every token
+            inputs.pop("token_type_ids", None)
         hidden = model(**inputs).last_hidden_state  # [B, L, H]
         vecs = self.pool(hidden, batch)
         if self.normalize:  # scale x cosine as a dot product: unit vectors times sqrt(scale)
@@ -433,10 +440,10 @@ def check_vocab_fits(tokenizer, model: torch.nn.Module, where: str) -> None:
 
 def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling"].default,
                     dropout: float | None = None, normalize: bool | None = None, scale: float | None = None,
-                    attention_dropout: float | None = None):
+                    attention_dropout: float | None = None, token_types: str = TRAIN["token_types"].default):
     """``(tokenizer, BiEncoder)`` with both encoders initialised from checkpoint ``init``
     (DPR: two separate copies of the same pretrained BERT), with the pooling and similarity
-    of :func:`dcsr.models.similarity.family_similarity`.
+    of :func:`dcsr.models.similarity.family_similarity` and the given ``token_types``.
 
     ``init`` may instead be ``{"question": CKPT, "passage": CKPT}``: the question encoder
     starts from the one, the passage encoder from the other (DPR's published
@@ -460,7 +467,7 @@ def build_biencoder(init: str | Mapping[str, str], pooling: str = TRAIN["pooling
         raise InputError("init", f"the question init {question_init!r} gives {sizes[0]}-dimensional vectors and the "
                                  f"passage init {passage_init!r} {sizes[1]}-dimensional ones; a dot product needs one size")
     return tokenizer, BiEncoder(question_model, passage_model, sim["pooling"], sim["normalize"], sim["scale"],
-                                sim["source"])
+                                sim["source"], token_types)
 
 
 def tie_encoders(model: BiEncoder, init: str | Mapping[str, str]) -> None:
@@ -483,7 +490,7 @@ def write_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, met
         for sub, encoder in ((QUESTION_DIR, model.question_model), (PASSAGE_DIR, model.passage_model)):
             encoder.save_pretrained(out_dir / sub)
             tokenizer.save_pretrained(out_dir / sub)
-    full = {"format_version": FORMAT_VERSION, **model.similarity, **dict(meta)}
+    full = {"format_version": FORMAT_VERSION, **model.similarity, "token_types": model.token_types, **dict(meta)}
     if model.similarity_source:
         full.setdefault("similarity_source", model.similarity_source)
     full["weights_sha256"] = weight_digests(out_dir)
@@ -564,9 +571,13 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
     encoders = [load_encoder(str(path / sub), dropout, attention_dropout) for sub in (QUESTION_DIR, PASSAGE_DIR)]
     for sub, encoder in zip((QUESTION_DIR, PASSAGE_DIR), encoders):
         check_vocab_fits(tokenizer, encoder, str(path / sub))
-    # the format before "pooling" was written had CLS only; before "normalize", the dot product
-    model = BiEncoder(*encoders, meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
-                      meta.get("similarity_source"))
+    # the format before "pooling" was written had CLS only; before "normalize", the dot product;
+    # before "token_types", the tokenizer's
+    try:
+        model = BiEncoder(*encoders, meta.get("pooling", "cls"), meta.get("normalize", False), meta.get("scale", 1.0),
+                          meta.get("similarity_source"), meta.get("token_types", "pair"))
+    except InputError as e:
+        raise InputError(str(path / META_FILE), f"{e.where}: {e.problem}") from None
     model.to(device)
     model.eval()
     return tokenizer, model, meta

@@ -33,6 +33,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+import torch
+
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.models.biencoder import _quiet_transformers, load_biencoder
@@ -85,6 +87,21 @@ def export_format(meta: Mapping[str, Any], name: str) -> str:
         raise InputError(name, f"scores with {what}: sentence-transformers' dot product has no scale (1), so a model "
                                "trained at another scale does not export to it")
     return ST_FORMAT
+
+
+def fold_token_types(model) -> None:
+    """For a model that encodes with every token type 0 (``token_types: zeros``, as DPR's and
+    DCSR's code), set every row of each encoder's token-type embeddings to row 0, in place: the
+    written encoders then give this model's vectors whatever token types a tool feeds them
+    (Hugging Face's and Pyserini's code tokenize a title and text as a pair, the text type 1).
+    Nothing changes for a ``pair`` model or an encoder without token types."""
+    if getattr(model, "token_types", "pair") != "zeros":
+        return
+    for encoder in {id(e): e for e in (model.question_model, model.passage_model)}.values():
+        table = getattr(getattr(encoder, "embeddings", None), "token_type_embeddings", None)
+        if table is not None:
+            with torch.no_grad():
+                table.weight.copy_(table.weight[:1].expand_as(table.weight))
 
 
 def _bert_of(encoder, name: str):
@@ -229,6 +246,7 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, name:
     meta = read_meta(model_dir)
     fmt = export_format(meta, f"model {name}")
     tokenizer, model, meta = load_biencoder(model_dir)
+    fold_token_types(model)
     qlen, plen = int(meta.get("question_max_length", 256)), int(meta.get("passage_max_length", 256))
     q_dir, p_dir = FOLDERS[fmt]
     similarity = _similarity_text(model.pooling, model.normalize, model.scale)
@@ -248,6 +266,8 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, name:
         "question_max_length": qlen,
         "passage_max_length": plen,
         "passage_input": "title and text as a sentence pair: [CLS] title [SEP] text [SEP] (the text alone without a title)",
+        # zeros: trained and encoded with every token type 0; the written encoders ignore the types they are fed
+        "token_types": model.token_types,
         "score": ("the dot product of pooler_output" if fmt == DPR_FORMAT else
                   f"cosine; this model's scores are {model.scale:g} x it" if model.normalize else "the dot product"),
     }

@@ -161,7 +161,8 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
     or ``(None, why not)`` for a model Pyserini cannot encode questions of (DCSR, or a similarity
     neither format holds), of which nothing is written."""
     from dcsr.models.biencoder import load_biencoder, read_meta
-    from dcsr.models.export import DPR_FORMAT, export_format, write_dpr_encoder, write_sentence_transformer
+    from dcsr.models.export import (DPR_FORMAT, export_format, fold_token_types, write_dpr_encoder,
+                                    write_sentence_transformer)
 
     meta = read_meta(model_dir)
     if meta.get("method", "dpr") == "dcsr":
@@ -169,6 +170,7 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
     try:
         fmt = export_format(meta, f"model {name}")
         tokenizer, model, meta = load_biencoder(model_dir)
+        fold_token_types(model)  # Pyserini's encoders feed the tokenizer's token types
         if fmt == DPR_FORMAT:
             write_dpr_encoder(model.question_model, tokenizer, out_dir, "question", f"model {name}")
             cls, kwargs = "DprQueryEncoder", {}

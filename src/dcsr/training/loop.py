@@ -205,7 +205,7 @@ class Trainer:
                                                            attention_dropout=s.attention_dropout)
         else:
             self.tokenizer, self.model = build_biencoder(self.init, s.pooling, s.dropout, s.normalize, s.scale,
-                                                         s.attention_dropout)
+                                                         s.attention_dropout, s.token_types)
         if s.tie_encoders:  # a checkpoint saves the one encoder twice: share it again
             tie_encoders(self.model, self.init)
         self.builder.setup(self.tokenizer, self.model)
@@ -274,6 +274,11 @@ class Trainer:
                  f"{ctx.device}; global batch {self.global_bs}; {self.steps_per_epoch} steps per epoch; "
                  f"{self.total_steps} steps; warm-up {self.warmup}; amp {self.amp_dtype}; "
                  f"{ctx.threads or f'{torch.get_num_threads()} torch thread(s) per process'}")
+        if self.warmup >= self.total_steps:
+            self.say(f"warning: the warm-up ({self.warmup} steps) is as long as the whole run ({self.total_steps} "
+                     f"steps): the learning rate rises to {self.total_steps / self.warmup:.0%} of learning_rate and "
+                     "never decays (as DPR's 1,237-step warm-up on a small training set); warmup_steps or "
+                     "warmup_ratio sets a shorter one")
         self.log_path = self.checkpoint_dir / TRAIN_LOG
         if ctx.main:
             kept = []
@@ -477,7 +482,7 @@ def export_untrained(settings: Mapping[str, Any] | None, init: str, output_dir: 
 
     s = validate_settings(settings, builder_cls.SETTINGS)
     tokenizer, model = build_biencoder(init, s["pooling"], s["dropout"], s["normalize"], s["scale"],
-                                       s["attention_dropout"])
+                                       s["attention_dropout"], s["token_types"])
     builder_cls(s).setup(tokenizer, model)
     save_biencoder(model, tokenizer, output_dir, {
         "method": builder_cls.method,
