@@ -113,6 +113,18 @@ def test_dcsr_max_lengths_too_short_for_the_markers_fail_at_dag_build():
                             "markers: at least 4 ([CLS] <sent> a token [SEP])")
 
 
+def test_substring_positives_on_a_regex_matched_training_set_fail_at_dag_build():
+    """DCSR's substring labelling looks for an answer's text; CuratedTREC's answers are patterns."""
+    cfg = load("config.yaml")
+    cfg["datasets"]["squad-a"]["match"] = "regex"
+    Plan(cfg, basedir=REPO)  # token matching takes a pattern
+    cfg["models"]["dcsr-a"]["train"] = {"positive_match": "substring"}
+    with pytest.raises(InputError) as e:
+        Plan(cfg, basedir=REPO)
+    assert str(e.value).startswith("config: models.dcsr-a.train.positive_match: substring looks for an answer's "
+                                   "text, but this model's training set matches answers as regular expressions")
+
+
 def test_a_seed_numpy_cannot_take_or_too_many_seeds_is_refused_naming_the_key():
     """Seeds are 0..2**32-1 (numpy's limit): the top-level seed, a subset's or the sweep's, and
     a model's train.seed + k - 1 for its seeds: n runs; seeds: is at most 100 runs."""

@@ -603,3 +603,25 @@ def test_validation_runs_with_the_unchanged_evaluate(tok, tiny_bert):
     # one sentence per negative passage (no in-passage fallback here): A: pos + in-passage + Rome +
     # Berlin; B: pos + Quito (no answer-free gold sentence); C: pos + in-passage + Oslo
     assert result["average_rank_passages"] == 4 + 2 + 3
+
+
+def test_positive_match_substring_labels_as_dcsrs_code(tok):
+    """``positive_match: substring`` finds the lower-cased answer anywhere in the lower-cased
+    sentence, as DCSR's code labels sentences (process_ctx.py): "Africa" inside "African" and
+    "kenya" inside "Kenyans" are positives there and not under DPR's token matching (the
+    default); an answer written with two spaces is found only by token matching."""
+    from dcsr.errors import InputError
+
+    gold = _ctx("", "The East African Rift is long. Africa is a continent. Many Kenyans farm.", 3)
+    rec = {**REC_A, "answers": ["Africa"], "positive_ctxs": [gold]}
+    assert _builder(tok).answer_sentences(rec)[1] == [1]
+    assert _builder(tok, positive_match="substring").answer_sentences(rec)[1] == [0, 1]
+    kenya = {**rec, "answers": ["kenya"]}
+    assert _builder(tok).skip_reason(kenya) == "no_answer_sentence"
+    assert _builder(tok, positive_match="substring").answer_sentences(kenya)[1] == [2]
+    spaced = {**rec, "answers": ["a  continent"]}
+    assert _builder(tok).answer_sentences(spaced)[1] == [1]
+    assert _builder(tok, positive_match="substring").skip_reason(spaced) == "no_answer_sentence"
+    with pytest.raises(InputError, match=r"^dcsr\.positive_match: substring looks for an answer's text, but this "
+                                         r"training set's answers are matched as regex"):
+        _builder(tok, positive_match="substring", match_type="regex")

@@ -72,6 +72,7 @@ EMBED_BACKENDS = ("auto", "torch", "torch-cast", "onnx-int8", "openvino")  # dcs
 SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 POSITIVE_TEXTS = ("whole", "kept")
 INPASSAGE_NEGATIVES = ("any", "not_adjacent")
+POSITIVE_MATCHES = ("tokens", "substring")
 MATCH_TYPES = ("string", "regex")
 TOKEN_TYPES = ("pair", "zeros")  # dcsr.models.biencoder.BiEncoder
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index
@@ -166,6 +167,10 @@ DCSR_TRAIN: dict[str, Setting] = {
     "positive_text": _s(str, "whole", "where a positive sentence's answer is looked for: whole (DCSR's code: the "
                                       "whole sentence, even a tail that passage_max_length cuts) or kept (only "
                                       "the tokens the encoder sees)", choices=POSITIVE_TEXTS),
+    "positive_match": _s(str, "tokens", "how a sentence is found to hold an answer: tokens (DPR's answer matching, "
+                                        "as retrieval is scored) or substring (DCSR's code: the lower-cased answer "
+                                        "anywhere in the lower-cased sentence, inside a word too; string-matched "
+                                        "datasets only)", choices=POSITIVE_MATCHES),
     "inpassage_negative": _s(str, "any", "which answer-free sentence of the gold passage can be inpassage_bm25's "
                                          "in-passage negative: any (Section 3.2.2) or not_adjacent (DCSR's code: "
                                          "none next to an answer sentence)", choices=INPASSAGE_NEGATIVES),

@@ -424,3 +424,12 @@ def check_marker_lengths(model: str, settings: Mapping) -> None:
         if settings[key] < least:
             raise InputError(_key("models", model, "train", key), f"{settings[key]} is too short for DCSR's "
                              f"sentence markers: at least {least} ([CLS] <sent> a token [SEP])")
+
+
+def check_positive_match(model: str, settings: Mapping) -> None:
+    """``dcsr.positive_match: substring`` looks for an answer's text in a sentence; a training set
+    whose answers are regular expressions (``match: regex``, CuratedTREC) would fail at training."""
+    if settings.get("positive_match") == "substring" and settings.get("match_type") == "regex":
+        raise InputError(_key("models", model, "train", "positive_match"), "substring looks for an answer's text, "
+                         "but this model's training set matches answers as regular expressions (match: regex); "
+                         "use tokens")

@@ -12,7 +12,8 @@ from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
 from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, dataset_questions, dev_variants, json_arg,
                                   seed_replicas, sweep_models, train_datasets, variant_root, variant_settings)
-from dcsr.pipeline.checks import beir_folder, check_claim_seeds, check_local_sources, check_marker_lengths, check_text
+from dcsr.pipeline.checks import (beir_folder, check_claim_seeds, check_local_sources, check_marker_lengths,
+                                  check_positive_match, check_text)
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.gpus import job_gpus
 from dcsr.pipeline.paths import bench_path, log_path, patterns
@@ -57,6 +58,7 @@ class ConfigView:
         for model in self.config["models"]:
             if self.is_dcsr(model):
                 check_marker_lengths(model, self.train_settings(model))
+                check_positive_match(model, self.train_settings(model))
         self.results = config["results"]
         self.downloads = download_settings(config.get("downloads", {}))
         self.paths = patterns(self.results, self.downloads["dir"])

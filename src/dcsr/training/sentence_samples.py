@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from dcsr.data.answers import has_answer
+from dcsr.errors import InputError
 from dcsr.models.markers import (Span, collate_encoded_passages, encode_passage_with_markers, ensure_sentence_marker,
                                  kept_text, tokenize_marked_questions)
 from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, check_value, defaults
@@ -62,7 +63,8 @@ class SentenceSampleBuilder(SampleBuilder):
 
     The positive is a random sentence of the gold passage (``positive_ctxs[0]``, or a random
     one with ``shuffle_positives``) that contains an answer under DPR's matching
-    (:func:`~dcsr.data.answers.has_answer` on the sentence text). Only sentences that get a marker
+    (:func:`~dcsr.data.answers.has_answer` on the sentence text; ``positive_match: substring``:
+    the lower-cased answer anywhere in the lower-cased sentence, as DCSR's code labels them). Only sentences that get a marker
     inside the caps (``max_sentences``, ``passage_max_length``) can be sampled. ``positive_text``
     says where the answer is looked for: ``"whole"`` (default), the whole sentence, as DCSR's
     official code labels sentences (on the untruncated text), so a last kept sentence whose tail
@@ -112,6 +114,10 @@ class SentenceSampleBuilder(SampleBuilder):
         self.match_type = self.settings["match_type"]
         self.positive_text = self.settings["positive_text"]
         self.inpassage_negative = self.settings["inpassage_negative"]
+        self.positive_match = self.settings["positive_match"]
+        if self.positive_match == "substring" and self.match_type != "string":
+            raise InputError("dcsr.positive_match", f"substring looks for an answer's text, but this training set's "
+                                                    f"answers are matched as {self.match_type} (patterns); use tokens")
         self.tokenizer = tokenizer if tokenizer is not None else self.bound_tokenizer
         self.spans = spans if spans is not None else self.bound_spans
         self.marker_id = ensure_sentence_marker(self.tokenizer) if self.tokenizer is not None else None
@@ -204,8 +210,17 @@ class SentenceSampleBuilder(SampleBuilder):
             seen = text[s:e]
             if self.positive_text == "kept" and n == len(kept) - 1 and len(ids) >= self.passage_max_length:
                 seen = kept_text(self.tokenizer, seen, len(ids) - 2 - positions[n])  # its tokens up to [SEP]
-            (with_answer if has_answer(answers, seen, self.match_type) else without).append(i)
+            (with_answer if self._holds_answer(answers, seen) else without).append(i)
         return with_answer, without
+
+    def _holds_answer(self, answers: Sequence[str], sentence: str) -> bool:
+        """Whether ``sentence`` holds one of ``answers``: DPR's matching (``tokens``), or, as
+        DCSR's code labels sentences (``process_ctx.py``), the lower-cased answer found anywhere
+        in the lower-cased sentence (``substring``)."""
+        if self.positive_match == "substring":
+            low = sentence.lower()
+            return any(str(a).lower() in low for a in answers)
+        return has_answer(list(answers), sentence, self.match_type)
 
     def skip_reason(self, record: Mapping[str, Any], gold: Mapping[str, Any] | None = None) -> str | None:
         """Why ``record`` cannot be trained (None: it can): ``no_sentences`` (the gold passage
@@ -229,7 +244,7 @@ class SentenceSampleBuilder(SampleBuilder):
             return None, with_answer, without
         answers = record.get("answers", [])
         text = gold["text"]
-        if any(has_answer(answers, text[s:e], self.match_type) for s, e in spans):
+        if any(self._holds_answer(answers, text[s:e]) for s, e in spans):
             return "answer_beyond_cap", [], []
         return "no_answer_sentence", [], []
 
