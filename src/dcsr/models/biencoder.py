@@ -104,7 +104,9 @@ class BiEncoder(torch.nn.Module):
         whose mask is 1) or, when the batch carries ``pool_positions``, ``[N, H]``, one vector
         per position, in the order given (DCSR's ``<sent>`` markers): "cls" takes the state at
         the position (DCSR's own pooling); "mean" averages the states from the position up to
-        ``pool_ends`` ``[N]`` (exclusive flat indices: a sentence's marker and its tokens).
+        ``pool_ends`` ``[N]`` (exclusive flat indices: a sentence's marker and its tokens). Its float32
+        prefix sums run over the whole flat batch, so a mean's rounding grows with its row (up to 3.9e-5
+        relative in 64 MiniLM passages of 192 tokens); per-row sums would end that and move every DCSR pin.
         """
         positions = batch.get("pool_positions") if isinstance(batch, Mapping) else None
         if positions is not None:
