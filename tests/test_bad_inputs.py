@@ -465,9 +465,9 @@ CASES: dict[str, Case] = {
         "{tmp}/train.json:2 (record 0): answer 1 ('') is empty, and an empty answer matches every passage; "
         "remove it from the answer list"),
     "train-no-positive": train_case(
-        json_text([record(), record(question="capital of Germany?", positive_ctxs=[])]),
-        "{tmp}/train.json:17 (record 1): record has no 'positive_ctxs' (training needs a positive passage per "
-        "question); give it one or drop the record"),
+        json_text([record(positive_ctxs=[]), record(question="capital of Germany?", positive_ctxs=[])]),
+        "{tmp}/train.json: none of its 2 records has a positive passage ('positive_ctxs'); training needs at "
+        "least one"),
     "train-not-utf8": train_case(
         '[{"question": "where is Z\xfcrich?", "answers": ["Switzerland"]}]\n'.encode("latin-1"),
         "{tmp}/train.json:1: not UTF-8 text (byte 0xfc at byte offset 25); re-encode the file as UTF-8, "

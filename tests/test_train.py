@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -204,6 +205,52 @@ def test_a_warm_up_as_long_as_the_run_is_said(tmp_path, tiny_bert, data):
     assert summary["steps"] == 8
     said = [m for m in messages if "warm-up (32 steps) is as long as the whole run (8 steps)" in m]
     assert len(said) == 1 and "rises to 25% of learning_rate" in said[0], messages
+
+
+def test_records_without_a_positive_are_left_out_and_counted_as_dpr_does(tmp_path, tiny_bert, data):
+    """DPR's JsonQADataset keeps only records with a positive passage (its TriviaQA training file
+    holds many without); so does training here, and the log says how many it left out. Eight
+    such records added to the 32 train as the 32 alone: the same steps, the same model."""
+    train_json, dev_json = data
+    records = json.loads(train_json.read_text())
+    padded = tmp_path / "padded.json"
+    empty = [{**r, "question": f"unfound {i}?", "positive_ctxs": []} for i, r in enumerate(records[:8])]
+    padded.write_text(json.dumps(records[:5] + empty + records[5:]))
+    settings = {**SMALL, "epochs": 1}
+    messages = []
+    a = train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "a", tmp_path / "ca", log=lambda m: None)
+    b = train(settings, padded, dev_json, str(tiny_bert), tmp_path / "b", tmp_path / "cb", log=messages.append)
+    assert a["steps"] == b["steps"] == 8
+    assert [m for m in messages if "8 of 40 records have no positive passage and are left out" in m]
+    digests = [json.loads((tmp_path / m / "dcsr.json").read_text())["weights_sha256"] for m in ("a", "b")]
+    assert digests[0] == digests[1] and len(digests[0]) == 2
+    none = tmp_path / "none.json"
+    none.write_text(json.dumps(empty))
+    with pytest.raises(InputError, match=r"none of its 8 records has a positive passage"):
+        train(settings, none, dev_json, str(tiny_bert), tmp_path / "c", tmp_path / "cc", log=lambda m: None)
+
+
+def test_one_training_set_is_a_permutation_and_several_give_one_set_per_global_batch():
+    """One training set: the epoch's order is the permutation it always was (no pin moves). Several
+    (a Multi file's records name theirs), as DPR's MultiSetDataIterator: every global batch holds
+    one set's records, each set's last partial batch is dropped, the sets' batches are interleaved,
+    and the order is the same in every process (a function of the seed and the epoch)."""
+    from dcsr.training.loop import _epoch_order, _epoch_steps, _sources
+
+    assert (_epoch_order(50, 7, 3) == np.random.default_rng([7, 3]).permutation(50)).all()
+    records = [{"training_set": "0:nq"}] * 37 + [{"training_set": "1:squad"}] * 21 + [{"training_set": "2:trivia"}] * 9
+    sources = _sources(records)
+    assert _sources(records[:37]) is None and _sources([{}, {}]) is None
+    order = _epoch_order(len(records), 7, 3, sources, global_bs=8)
+    assert _epoch_steps(len(records), sources, 8) == len(order) // 8 == 4 + 2 + 1
+    batches = order.reshape(-1, 8)
+    labels = [{sources[i] for i in b} for b in batches]
+    assert all(len(x) == 1 for x in labels)
+    assert sorted(next(iter(x)) for x in labels) == ["0:nq"] * 4 + ["1:squad"] * 2 + ["2:trivia"]
+    assert len(set(order.tolist())) == len(order)  # no record twice
+    assert [next(iter(x)) for x in labels] != sorted(next(iter(x)) for x in labels)  # interleaved, not set by set
+    assert (_epoch_order(len(records), 7, 3, sources, 8) == order).all()
+    assert not (_epoch_order(len(records), 7, 4, sources, 8) == order).all()
 
 
 def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):

@@ -39,6 +39,8 @@ def test_merged_training_set_is_the_files_in_order(tmp_path):
     got = read_biencoder(out)
     assert [r["question"] for r in got] == ["a1", "a2", "b1"]
     assert got[2]["positive_ctxs"][0] == {"title": "T", "text": "text of b1", "passage_id": "1"}
+    # each record names the file it came from, for the trainer's one-set batches (DPR's MultiSetDataIterator)
+    assert [r["training_set"] for r in got] == ["0:a.json", "0:a.json", "1:b.json"]
 
 
 def test_merge_script_writes_train_and_dev(tmp_path, repo):

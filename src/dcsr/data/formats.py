@@ -389,7 +389,7 @@ def iter_biencoder_at(path: str | os.PathLike, require_positive: bool = True) ->
         if require_positive and not out["positive_ctxs"]:
             raise InputError(where, "record has no 'positive_ctxs' (training needs a positive passage "
                                     "per question); give it one or drop the record")
-        for extra in ("id", "dataset"):
+        for extra in ("id", "dataset", "training_set"):
             if extra in rec:
                 out[extra] = rec[extra]
         yield where, out

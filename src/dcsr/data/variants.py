@@ -3,8 +3,9 @@
 - A dataset's *dev questions* as a qas TSV (DCSR Table 8 searches SQuAD's dev questions as a
   test set): :func:`write_dev_questions`.
 - One training set from several (DCSR Table 2, *Multi*: one bi-encoder on NQ + Trivia +
-  SQuAD): :func:`concat_biencoder` streams the files one after another into one JSON; the
-  trainer shuffles, as DPR's multi-set training concatenates its files before shuffling.
+  SQuAD): :func:`concat_biencoder` streams the files one after another into one JSON, each
+  record marked with the file it came from (``training_set``); the trainer then makes every
+  global batch one file's, as DPR's multi-set training (``MultiSetDataIterator``) does.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ def write_dev_questions(dev_json: str | os.PathLike, out_qas: str | os.PathLike)
 
 
 def iter_concatenated(paths: Sequence[str | os.PathLike], progress: bool = False) -> Iterator[dict]:
-    """The records of several biencoder JSON files, file after file, each streamed."""
-    for path in paths:
+    """The records of several biencoder JSON files, file after file, each streamed, each marked
+    with its file as ``training_set`` (``<position>:<file name>``), for the trainer's batches."""
+    for position, path in enumerate(paths):
         n = 0
         # DPR's mined training sets are GBs each: say how far a merge is
         bar = tqdm(desc=os.path.basename(path), unit=" records", file=sys.stderr, disable=not progress, mininterval=2.0)
         for n, rec in enumerate(iter_biencoder(path, require_positive=False), start=1):
-            yield rec
+            yield {**rec, "training_set": f"{position}:{os.path.basename(path)}"}
             bar.update()
         bar.close()
         log.info("%s: %d records", path, n)

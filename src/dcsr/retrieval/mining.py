@@ -52,14 +52,15 @@ def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[b
     record already has hard negatives (BM25 mining can keep those); ``wheres``, if given,
     where each record is (``file:line (record n)``, for errors).
 
-    Every record must have a positive passage (training requires one, so a record without is
-    reported here, against the training file itself, not later against the mined file), and
-    the file must hold at least one record."""
+    A record without a positive passage is read (its positive sets are empty) and mined as any
+    other; training leaves it out, as DPR's does (its TriviaQA file holds many). The file must
+    hold at least one record, and some record must have a positive passage (training needs one:
+    this is reported here, against the training file itself, not later against the mined file)."""
     questions: list[str] = []
     answers: list[list[str]] = []
     positive_ids: list[set[int]] = []
     positive_texts: list[set[str]] = []
-    for where, rec in iter_biencoder_at(train_json, require_positive=True):
+    for where, rec in iter_biencoder_at(train_json, require_positive=False):
         if has_hard_negatives is not None:
             has_hard_negatives.append(bool(rec["hard_negative_ctxs"]))
         if wheres is not None:
@@ -79,6 +80,9 @@ def training_questions(train_json: str | os.PathLike, has_hard_negatives: list[b
     if not questions:
         raise InputError(str(train_json), "holds no training records (an empty JSON list); "
                                           "expected at least one record with a question and a positive passage")
+    if not any(texts for texts in positive_texts):
+        raise InputError(str(train_json), f"none of its {len(questions)} records has a positive passage "
+                                          "('positive_ctxs'); training needs at least one")
     return questions, answers, positive_ids, positive_texts
 
 

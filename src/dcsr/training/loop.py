@@ -27,8 +27,9 @@ import random
 import shutil
 import sys
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -74,9 +75,44 @@ def _optimizer(model: torch.nn.Module, s: Mapping[str, Any]):
     return torch.optim.AdamW(groups, lr=s["learning_rate"], eps=s["adam_eps"])
 
 
-def _epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
-    """The global sample order of one epoch; identical in every process."""
-    return np.random.default_rng([seed, epoch]).permutation(n)
+#: The record key that names the training set a record of a merged (*Multi*) file came from
+#: (:func:`dcsr.data.variants.iter_concatenated` writes it).
+SOURCE_KEY = "training_set"
+
+
+def _sources(records: Sequence[Mapping[str, Any]]) -> list | None:
+    """Each record's training set, when the records come from more than one (a *Multi* file); else None."""
+    sources = [r.get(SOURCE_KEY) for r in records]
+    return sources if len(set(sources)) > 1 else None
+
+
+def _epoch_order(n: int, seed: int, epoch: int, sources: Sequence | None = None, global_bs: int = 1) -> np.ndarray:
+    """The global sample order of one epoch, cut into global batches in order; identical in every
+    process. One training set: a permutation of its ``n`` records. Several (``sources``: each
+    record's), as DPR's ``MultiSetDataIterator`` ("all samples from a single batch should be from
+    the same dataset"): each set's records permuted and cut into whole global batches (its last
+    partial one dropped), and the batches of all sets shuffled together, so that every global
+    batch, and its in-batch negatives, is one dataset's."""
+    rng = np.random.default_rng([seed, epoch])
+    if sources is None:
+        return rng.permutation(n)
+    labels = np.asarray([str(x) for x in sources])
+    batches = []
+    for label in sorted(set(labels.tolist())):
+        members = np.flatnonzero(labels == label)
+        members = members[rng.permutation(len(members))]
+        whole = len(members) // global_bs
+        batches.extend(members[: whole * global_bs].reshape(whole, global_bs))
+    if not batches:
+        return np.empty(0, dtype=np.int64)
+    return np.concatenate([batches[i] for i in rng.permutation(len(batches))])
+
+
+def _epoch_steps(n: int, sources: Sequence | None, global_bs: int) -> int:
+    """Global batches per epoch (:func:`_epoch_order`): each training set's last partial one dropped."""
+    if sources is None:
+        return n // global_bs
+    return sum(c // global_bs for c in Counter(str(x) for x in sources).values())
 
 
 class _EpochBatches(torch.utils.data.Dataset):
@@ -165,8 +201,8 @@ class Trainer:
         aside), build or load the model, and make the optimizer, schedule and scaler."""
         s, ctx = self.s, self.ctx
         self.builder = self.builder_cls(s)
-        records = read_biencoder(self.train_json)
-        dev_records = read_biencoder(self.dev_json)
+        records = with_positives(read_biencoder(self.train_json, require_positive=False), self.train_json, self.say)
+        dev_records = with_positives(read_biencoder(self.dev_json, require_positive=False), self.dev_json, self.say)
         self.global_bs = s.batch_size * ctx.world
 
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +249,11 @@ class Trainer:
         self.dev_records = self.builder.prepare_records(dev_records, str(self.dev_json), self.say)
         if not self.dev_records:
             raise InputError(str(self.dev_json), "the dev set has no usable records")
-        self.steps_per_epoch = len(self.records) // self.global_bs  # the last partial global batch is dropped
+        self.sources = _sources(self.records)  # several training sets: one per global batch, as DPR
+        self.steps_per_epoch = _epoch_steps(len(self.records), self.sources, self.global_bs)  # partial batches dropped
+        if self.sources is not None:
+            self.say(f"{len(set(self.sources))} training sets ({', '.join(sorted(set(map(str, self.sources))))}): "
+                     "each global batch is one set's, as DPR's multi-set training")
         if self.steps_per_epoch == 0:
             raise InputError(str(self.train_json), f"{len(self.records)} training records are fewer than one global "
                                                    f"batch ({s.batch_size} x {ctx.world} processes)")
@@ -294,7 +334,7 @@ class Trainer:
         """This process's batches of the rest of the current epoch (up to ``max_steps``), from
         the current position: the epoch's global order, tokenized in ``num_workers`` workers."""
         s = self.s
-        order = _epoch_order(len(self.records), s.seed, self.epoch)
+        order = _epoch_order(len(self.records), s.seed, self.epoch, self.sources, self.global_bs)
         steps_here = min(self.steps_per_epoch, self.pos + (self.total_steps - self.step_no))
         data = _EpochBatches(self.records, order, self.builder, self.tokenizer, self.epoch, self.pos, steps_here,
                              self.ctx)
@@ -466,6 +506,20 @@ class Trainer:
             if self.log_fh is not None:
                 self.log_fh.close()
         return self.finish()
+
+
+def with_positives(records: list[dict], path, say: Callable[[str], None]) -> list[dict]:
+    """The records that have a positive passage, as DPR's ``JsonQADataset`` keeps them (its
+    TriviaQA, WebQuestions and CuratedTREC files hold questions whose positive was not found);
+    how many were left out is said. A file without any is an :class:`InputError`."""
+    kept = [r for r in records if r["positive_ctxs"]]
+    if records and not kept:
+        raise InputError(str(path), f"none of its {len(records)} records has a positive passage ('positive_ctxs'); "
+                                    "training needs at least one")
+    if len(kept) < len(records):
+        say(f"{path}: {len(records) - len(kept)} of {len(records)} records have no positive passage and are left "
+            "out, as DPR's training leaves them out")
+    return kept
 
 
 def _write_json(path: Path, value: Any) -> None:
