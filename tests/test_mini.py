@@ -46,9 +46,25 @@ def mini(built, tmp_path_factory):
     write_mini_files(built, out, log=lambda _: None)
     summary = summarize(built)
     corpus = {p.id: p for p in iter_passages(out / "psgs_w100.tsv.gz")}
-    records = {(d.name, s): list(iter_biencoder(out / d.files()[s])) for d in DATASETS for s in ("train", "dev")}
+    every = {(d.name, s): list(iter_biencoder(out / d.files()[s], require_positive=False))
+             for d in DATASETS for s in ("train", "dev")}
+    records = {key: [r for r in recs if r["positive_ctxs"]] for key, recs in every.items()}
     tests = {d.name: list(iter_qas(out / d.files()["test"])) for d in DATASETS}
-    return out, summary, corpus, records, tests
+    return out, summary, corpus, records, tests, every
+
+
+def test_trivia_training_holds_questions_without_a_positive_as_dprs_file(mini):
+    """DPR's TriviaQA training file holds questions whose positive passage was not found
+    (``positive_ctxs: []``), which DPR's trainer leaves out; the miniature's has one after every
+    eighth question, and no other file has any."""
+    *_, every = mini
+    for key, recs in every.items():
+        unfound = [n for n, r in enumerate(recs) if not r["positive_ctxs"]]
+        if key == ("trivia", "train"):
+            found = len(recs) - len(unfound)
+            assert len(unfound) == found // 8 and unfound[0] == 7 and all(recs[n]["hard_negative_ctxs"] for n in unfound)
+        else:
+            assert not unfound, key
 
 
 def test_every_file_has_dpr_name_and_manifest_lists_its_bytes_and_sha256(mini):
@@ -67,7 +83,7 @@ def test_every_file_has_dpr_name_and_manifest_lists_its_bytes_and_sha256(mini):
 
 
 def test_sizes_are_those_asked_for_and_corpus_is_a_few_hundred_passages(mini):
-    _, summary, corpus, records, tests = mini
+    _, summary, corpus, records, tests, _ = mini
     assert 400 <= len(corpus) <= 1500 and sorted(corpus) == list(range(1, len(corpus) + 1))
     assert summary["passages"] == len(corpus)
     for d in DATASETS:
@@ -77,7 +93,7 @@ def test_sizes_are_those_asked_for_and_corpus_is_a_few_hundred_passages(mini):
 
 
 def test_contexts_are_corpus_passages_with_the_dpr_fields(mini):
-    out, _, corpus, records, _ = mini
+    out, _, corpus, records, _, _ = mini
     for (name, split), recs in records.items():
         for rec in recs:
             assert rec["dataset"] == f"{name}_{split}_psgs_w100"
@@ -101,7 +117,7 @@ def test_contexts_are_corpus_passages_with_the_dpr_fields(mini):
 
 
 def test_answers_are_in_the_positive_and_in_no_negative(mini):
-    _, _, _, records, _ = mini
+    _, _, _, records, _, _ = mini
     for d in DATASETS:
         for split in ("train", "dev"):
             for rec in records[(d.name, split)]:
@@ -112,7 +128,7 @@ def test_answers_are_in_the_positive_and_in_no_negative(mini):
 
 
 def test_hard_negatives_are_a_bm25_ranking_of_the_question(mini):
-    _, _, _, records, _ = mini
+    _, _, _, records, _, _ = mini
     for (name, split), recs in records.items():
         for rec in recs:
             scores = [c["score"] for c in rec["hard_negative_ctxs"]]
@@ -122,7 +138,7 @@ def test_hard_negatives_are_a_bm25_ranking_of_the_question(mini):
 
 
 def test_nq_adversarial_file_has_the_training_questions_with_other_hard_negatives(mini):
-    out, _, _, records, _ = mini
+    out, _, _, records, _, _ = mini
     adv = list(iter_biencoder(out / NQ_ADV_HN_FILE))
     nq = records[("nq", "train")]
     strip = lambda r: (r["question"], r["answers"], r["positive_ctxs"])  # noqa: E731
@@ -134,7 +150,7 @@ def test_nq_adversarial_file_has_the_training_questions_with_other_hard_negative
 
 
 def test_nq_questions_are_lower_case_queries_without_question_mark(mini):
-    _, _, _, records, tests = mini
+    _, _, _, records, tests, _ = mini
     for q in [r["question"] for r in records[("nq", "train")]] + [qa.question for qa in tests["nq"]]:
         assert q == q.lower() and not q.endswith("?")
 
@@ -190,7 +206,7 @@ def test_split_by_entity_keeps_entities_whole_and_caps_each_split():
 
 
 def test_squad_json_is_read_by_the_project_and_matches_the_corpus_and_test_set(mini):
-    out, _, corpus, records, tests = mini
+    out, _, corpus, records, tests, _ = mini
     by_text = {p.text: p for p in corpus.values()}
     docs = {name: json.loads((out / name).read_text()) for name in ("train-v1.1.json", "dev-v1.1.json")}
     for doc in docs.values():

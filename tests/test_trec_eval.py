@@ -53,6 +53,16 @@ def test_answer_match_and_gold_qrels(tmp_path):
     assert answer_match_qrels(tmp_path / "q.jsonl") == {"0": {"7": 0, "5": 1}, "1": {}}
     records = [{"positive_ctxs": [{"passage_id": "12"}, {"passage_id": "13"}]}, {"positive_ctxs": [{"text": "x"}]}]
     assert gold_qrels(records) == {"0": {"12": 1, "13": 1}}
+    # the command reads a DPR file whose records may lack a positive (DPR's TriviaQA): those have none
+    from dcsr.data.formats import write_biencoder
+    from dcsr.evaluation.trec_eval import main
+
+    write_biencoder(tmp_path / "dev.json", [
+        {"question": "a?", "answers": ["x"], "positive_ctxs": [{"title": "", "text": "x", "passage_id": "4"}]},
+        {"question": "b?", "answers": ["y"], "positive_ctxs": []},
+        {"question": "c?", "answers": ["z"], "positive_ctxs": [{"title": "", "text": "z", "passage_id": "9"}]}])
+    main(["gold", str(tmp_path / "dev.json"), str(tmp_path / "gold.qrels")])
+    assert read_qrels(tmp_path / "gold.qrels") == {"0": {"4": 1}, "2": {"9": 1}}
 
 
 def test_a_scored_run_carries_its_standard_measures(tmp_path):

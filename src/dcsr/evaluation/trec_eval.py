@@ -297,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("source")
     ap.add_argument("output")
     a = ap.parse_args(argv)
-    qrels = answer_match_qrels(a.source) if a.kind == "qrels" else gold_qrels(read_biencoder(a.source))
+    qrels = (answer_match_qrels(a.source) if a.kind == "qrels"
+             else gold_qrels(read_biencoder(a.source, require_positive=False)))  # records without a positive: none
     write_qrels(a.output, qrels)
 
 
