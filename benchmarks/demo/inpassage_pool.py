@@ -11,14 +11,15 @@ at ``--passage-max-length``, the sentences :func:`~dcsr.data.sentences.split_sen
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 from collections import Counter
+from pathlib import Path
 
-from transformers import AutoTokenizer
-
-from dcsr.training.samples import validate_settings
 from dcsr.training.sentence_samples import SentenceSampleBuilder, not_adjacent
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for benchmarks_common
+from benchmarks_common import sentence_builder, sentence_builder_cli  # noqa: E402
 
 
 def pools(builder: SentenceSampleBuilder, records) -> Counter:
@@ -41,14 +42,8 @@ def pools(builder: SentenceSampleBuilder, records) -> Counter:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", help="DPR-format training files (the pipeline's bm25/negatives/*-train.json)")
-    ap.add_argument("--tokenizer", required=True, help="a model folder's tokenizer (a trained DCSR passage encoder)")
-    ap.add_argument("--passage-max-length", type=int, default=192)
-    a = ap.parse_args()
-    tokenizer = AutoTokenizer.from_pretrained(a.tokenizer)
-    settings = validate_settings({"passage_max_length": a.passage_max_length}, SentenceSampleBuilder.SETTINGS)
-    builder = SentenceSampleBuilder(settings, tokenizer=tokenizer)
+    a, tokenizer = sentence_builder_cli(__doc__.splitlines()[0])
+    builder = sentence_builder(tokenizer, a.passage_max_length)
     print("file\tquestions\tskipped\tmean any\tmean not_adjacent\tpool shrinks\tfallback any\tfallback not_adjacent")
     for path in a.files:
         with open(path, encoding="utf-8") as f:

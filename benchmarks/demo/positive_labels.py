@@ -12,14 +12,13 @@ at ``--passage-max-length``, the sentences :func:`~dcsr.data.sentences.split_sen
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 from collections import Counter
+from pathlib import Path
 
-from transformers import AutoTokenizer
-
-from dcsr.training.samples import validate_settings
-from dcsr.training.sentence_samples import SentenceSampleBuilder
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for benchmarks_common
+from benchmarks_common import sentence_builder, sentence_builder_cli  # noqa: E402
 
 RULES = ("tokens", "substring")
 
@@ -41,15 +40,8 @@ def labels(builders: dict, records) -> Counter:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+", help="DPR-format training files (the pipeline's bm25/negatives/*-train.json)")
-    ap.add_argument("--tokenizer", required=True, help="a model folder's tokenizer (a trained DCSR passage encoder)")
-    ap.add_argument("--passage-max-length", type=int, default=192)
-    a = ap.parse_args()
-    tokenizer = AutoTokenizer.from_pretrained(a.tokenizer)
-    builders = {rule: SentenceSampleBuilder(validate_settings({"passage_max_length": a.passage_max_length,
-                                                               "positive_match": rule}, SentenceSampleBuilder.SETTINGS),
-                                            tokenizer=tokenizer) for rule in RULES}
+    a, tokenizer = sentence_builder_cli(__doc__.splitlines()[0])
+    builders = {rule: sentence_builder(tokenizer, a.passage_max_length, positive_match=rule) for rule in RULES}
     print("file\tquestions\ttrainable tokens\ttrainable substring\tpositives tokens\tpositives substring\t"
           "substring adds a positive\tsubstring drops one")
     for path in a.files:

@@ -27,7 +27,6 @@ import random
 import shutil
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -109,10 +108,9 @@ def _epoch_order(n: int, seed: int, epoch: int, sources: Sequence | None = None,
 
 
 def _epoch_steps(n: int, sources: Sequence | None, global_bs: int) -> int:
-    """Global batches per epoch (:func:`_epoch_order`): each training set's last partial one dropped."""
-    if sources is None:
-        return n // global_bs
-    return sum(c // global_bs for c in Counter(str(x) for x in sources).values())
+    """Global batches per epoch: :func:`_epoch_order`'s whole ones (its length is the same for
+    every seed and epoch), each training set's last partial one dropped."""
+    return len(_epoch_order(n, 0, 0, sources, global_bs)) // global_bs
 
 
 class _EpochBatches(torch.utils.data.Dataset):
