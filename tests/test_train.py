@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,6 +268,60 @@ def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):
     on = evaluate(model, tokenizer, read_biencoder(dev_json), s)
     assert off["average_rank"] is None and off["nll_loss"] == pytest.approx(on["nll_loss"])
     assert on["average_rank"] >= 0
+
+
+def test_the_best_validation_is_dprs():
+    """DPR's train_dense_encoder: NLL before val_av_rank_start_epoch, the average rank from it on,
+    the best reset there; the first of equals."""
+    from dcsr.training.checkpoint_state import best_validation
+
+    history = [{"epoch": 0, "nll_loss": 0.5, "average_rank": None}, {"epoch": 1, "nll_loss": 0.9, "average_rank": 4.0},
+               {"epoch": 2, "nll_loss": 0.1, "average_rank": 3.0}, {"epoch": 3, "nll_loss": 0.2, "average_rank": 3.0}]
+    assert best_validation(history, 1) == 2
+    assert best_validation(history, 3) == 3  # the reset: epoch 2's NLL 0.1 does not count
+    assert best_validation(history, 9) == 2  # never reached: the lowest NLL
+    assert best_validation(history[:2], 9) == 0 and best_validation([], 0) is None
+
+
+def test_model_from_best_writes_the_best_validations_encoders(tmp_path, tiny_bert, data):
+    """``model_from: best`` exports the encoders of DPR's best validation, kept through later
+    checkpoints (every 3 steps here, mid-epoch) and through a rerun that resumes the finished run.
+    The dev questions' positives are their neighbours' passages, so training on the right pairs
+    makes every later validation worse than the first."""
+    train_json, _ = data
+    wrong = make_records(16)
+    for i, record in enumerate(wrong):
+        record["positive_ctxs"] = make_records(16)[(i + 1) % 16]["positive_ctxs"]
+    dev_json = tmp_path / "wrong-dev.json"
+    dev_json.write_text(json.dumps(wrong))
+    settings = {**SMALL, "epochs": 4, "pooling": "mean", "val_av_rank_start_epoch": 0, "checkpoint_every_steps": 3,
+                "model_from": "best"}
+    messages = []
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=messages.append)
+    out = tmp_path / "out"
+    history = json.loads((out / "validation.json").read_text())
+    ranks = [h["average_rank"] for h in history]
+    assert len(history) == 4 and ranks[0] < min(ranks[1:]), ranks
+    meta = json.loads((out / "dcsr.json").read_text())
+    assert (meta["step"], meta["epoch"]) == (8, 1) and meta["settings"]["model_from"] == "best"
+    assert any("the encoders of step 8 (model_from: best" in m for m in messages)
+    s = validate_settings(settings)
+    tokenizer, model, _ = load_biencoder(out)
+    again = evaluate(model, tokenizer, read_biencoder(dev_json), s, amp_dtype=_amp_dtype(s["amp"], torch.device("cpu"))[0])
+    assert again["average_rank"] == pytest.approx(ranks[0]) and again["nll_loss"] == pytest.approx(history[0]["nll_loss"], abs=1e-5)
+    # The last checkpoint (step 32) keeps them in last/best; a rerun resumes it and writes the same.
+    assert json.loads((tmp_path / "ck" / "last" / "best" / "dcsr.json").read_text())["step"] == 8
+    first = _weights(out)
+    shutil.rmtree(out)
+    messages.clear()
+    train(settings, train_json, dev_json, str(tiny_bert), out, tmp_path / "ck", log=messages.append)
+    assert any("resuming from step 32" in m for m in messages), messages
+    assert _same_weights(first, _weights(out))
+    # model_from: last (the default) writes the end of training, whose ranks are worse
+    train({**settings, "model_from": "last"}, train_json, dev_json, str(tiny_bert), tmp_path / "last",
+          tmp_path / "ck-last", log=lambda m: None)
+    assert json.loads((tmp_path / "last" / "dcsr.json").read_text())["step"] == 32
+    assert not _same_weights(first, _weights(tmp_path / "last"))
 
 
 def test_validation_encodes_once_when_the_rank_reads_the_nll_samples(tmp_path, tiny_bert, data, monkeypatch):

@@ -149,6 +149,10 @@ TRAIN: dict[str, Setting] = {
     "val_max_qs": _s((int, _NONE), None, "validate on the first N dev questions only (null: all, as DPR)", low=1),
     "val_av_rank_start_epoch": _s(int, 30, "first epoch (0-based) whose validation also computes the average "
                                            "rank; earlier ones the NLL only (DPR: 30); the last always does", low=0),
+    "model_from": _s(str, "last", "which encoders become the trained model: last (the end of training) or best "
+                                  "(DPR's and DCSR's 'best validation checkpoint': the lowest average rank from "
+                                  "val_av_rank_start_epoch on, the lowest NLL in a run that ends before it)",
+                     choices=("last", "best")),
 }
 
 #: How a training job is launched (read by the rules, never passed to the training code).

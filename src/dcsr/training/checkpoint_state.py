@@ -8,12 +8,13 @@ tensors and plain values so that the state loads with ``weights_only`` (a plante
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -98,6 +99,9 @@ VALIDATION_FILE = "validation.json"
 TRAIN_LOG = "train_log.jsonl"
 FINGERPRINT_FILE = "fingerprint.json"
 STALE = "stale"
+#: ``last/best``: the encoders of the best validation so far, under ``model_from: best`` when
+#: they are not ``last``'s own (hard links to the checkpoint that held them, or copies).
+BEST = "best"
 
 
 def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: Path, init: str,
@@ -164,3 +168,48 @@ def _recover_last(checkpoint_dir: Path) -> Path | None:
     for stale in checkpoint_dir.glob(f".{LAST}.*.tmp"):  # half-written checkpoints of a killed run
         shutil.rmtree(stale, ignore_errors=True)
     return last if (last / STATE_FILE).is_file() else None
+
+
+def best_validation(history: Sequence[Mapping[str, Any]], start_epoch: int) -> int | None:
+    """The index in ``history`` of DPR's best validation checkpoint (``train_dense_encoder``'s
+    ``best_cp_name``): each validation's loss is its average rank from ``start_epoch``
+    (``val_av_rank_start_epoch``) on and its NLL before; the best is reset at ``start_epoch``, so
+    a run that reached it picks the lowest average rank from there on, one that did not the lowest
+    NLL; the first of equals. None for an empty history."""
+    ranked = [i for i, h in enumerate(history) if h["epoch"] >= start_epoch]
+    if ranked:
+        return min(ranked, key=lambda i: (history[i]["average_rank"], i))
+    return min(range(len(history)), key=lambda i: (history[i]["nll_loss"], i)) if history else None
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """``src`` (a file or a tree) at ``dst``, each file hard-linked (checkpoints are replaced
+    whole, never written in place), copied where the file system has no hard links."""
+    if src.is_symlink():
+        raise InputError(str(src), "a checkpoint holds a link; this code writes none: not followed")
+    if src.is_dir():
+        dst.mkdir(parents=True, exist_ok=True)
+        for child in sorted(src.iterdir()):
+            _link_or_copy(child, dst / child.name)
+        return
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def keep_best(new: Path, previous: Path | None, best_step: int, encoder_files: Sequence[str]) -> None:
+    """Put the best validation's encoders (of step ``best_step``) into checkpoint ``new`` as
+    ``new/best``, from the checkpoint it replaces: ``previous/best`` when that holds them, else
+    ``previous`` itself when it was written at ``best_step`` (``encoder_files``: the encoders'
+    folders, then ``dcsr.json``, whose step tells). One of them does, as a checkpoint is written
+    after every validation; a checkpoint with neither is an error."""
+    meta = encoder_files[-1]
+    for source in ((previous / BEST, previous) if previous is not None else ()):
+        if (source / meta).is_file() and json.loads((source / meta).read_text(encoding="utf-8")).get("step") == best_step:
+            (new / BEST).mkdir(parents=True)
+            for name in encoder_files:
+                _link_or_copy(source / name, new / BEST / name)
+            return
+    raise InputError(str(previous), f"holds no encoders of step {best_step}, the best validation's "
+                                    "(model_from: best); delete the checkpoint folder to train again")

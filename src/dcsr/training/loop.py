@@ -38,11 +38,12 @@ from torch import Tensor
 from dcsr.data.formats import read_biencoder
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
-from dcsr.models.biencoder import build_biencoder, load_biencoder, tie_encoders, write_biencoder
+from dcsr.models.biencoder import (META_FILE, PASSAGE_DIR, QUESTION_DIR, build_biencoder, load_biencoder, tie_encoders,
+                                   write_biencoder)
 from dcsr.settings import Settings
-from dcsr.training.checkpoint_state import (FINGERPRINT_FILE, LAST, STATE_FILE, TRAIN_LOG, VALIDATION_FILE,
+from dcsr.training.checkpoint_state import (BEST, FINGERPRINT_FILE, LAST, STATE_FILE, TRAIN_LOG, VALIDATION_FILE,
                                             _recover_last, _rng_state, _set_aside, _set_rng_state, _unreadable,
-                                            fingerprint, load_trainer_state)
+                                            best_validation, fingerprint, keep_best, load_trainer_state)
 from dcsr.training.distributed import DistContext, _amp_dtype, _autocast, global_vectors, nll_loss, setup_distributed
 from dcsr.training.fingerprint import describe_change
 from dcsr.training.gradcache import grad_cache_step
@@ -77,6 +78,9 @@ def _optimizer(model: torch.nn.Module, s: Mapping[str, Any]):
 #: The record key that names the training set a record of a merged (*Multi*) file came from
 #: (:func:`dcsr.data.variants.iter_concatenated` writes it).
 SOURCE_KEY = "training_set"
+
+#: What a model folder holds of the encoders themselves (``model_from: best`` keeps these of the best validation).
+ENCODER_FILES = (QUESTION_DIR, PASSAGE_DIR, META_FILE)
 
 
 def _sources(records: Sequence[Mapping[str, Any]]) -> list | None:
@@ -430,8 +434,11 @@ class Trainer:
             "rng": rng, "validation": self.history, "settings": dict(self.s), "world_size": ctx.world,
             "total_steps": self.total_steps, "skipped_steps": self.skipped_steps,
         }
-        with atomic_path(self.checkpoint_dir / LAST) as tmp:
+        previous = self.checkpoint_dir / LAST
+        with atomic_path(previous) as tmp:
             write_biencoder(self.model, self.tokenizer, tmp, {**self.meta, "step": self.step_no, "epoch": self.epoch})
+            if (best := self._best_step()) not in (None, self.step_no):
+                keep_best(tmp, previous if previous.is_dir() else None, best, ENCODER_FILES)
             torch.save(trainer_state, tmp / STATE_FILE)
             _write_json(tmp / VALIDATION_FILE, self.history)
             _write_json(tmp / FINGERPRINT_FILE, self.identity)
@@ -440,16 +447,30 @@ class Trainer:
         """Write the trained model to ``output_dir`` (rank 0, atomically) and return the summary."""
         ctx = self.ctx
         if ctx.main:
+            best = self._best_step()
             with atomic_path(self.output_dir) as tmp:
-                write_biencoder(self.model, self.tokenizer, tmp,
-                                {**self.meta, "step": self.step_no, "epoch": self.epoch})
+                if best in (None, self.step_no):
+                    write_biencoder(self.model, self.tokenizer, tmp,
+                                    {**self.meta, "step": self.step_no, "epoch": self.epoch})
+                else:  # the last checkpoint, written at this step, keeps the best validation's encoders
+                    for name in ENCODER_FILES:
+                        copy = shutil.copytree if (self.checkpoint_dir / LAST / BEST / name).is_dir() else shutil.copy
+                        copy(self.checkpoint_dir / LAST / BEST / name, tmp / name)
                 _write_json(tmp / VALIDATION_FILE, self.history)
                 shutil.copy(self.log_path, tmp / TRAIN_LOG)
-            self.say(f"wrote {self.output_dir} after {self.step_no} steps{self._skipped_note()}")
+            which = "" if best is None else f", the encoders of step {best} (model_from: best, DPR's best validation)"
+            self.say(f"wrote {self.output_dir} after {self.step_no} steps{self._skipped_note()}{which}")
         if ctx.enabled:
             dist.barrier()
         return {"steps": self.step_no, "epoch": self.epoch, "validation": self.history[-1] if self.history else None,
                 "skipped_steps": self.skipped_steps}
+
+    def _best_step(self) -> int | None:
+        """Under ``model_from: best``, the step of DPR's best validation so far
+        (:func:`best_validation`); else None."""
+        if self.s.model_from != "best" or not self.history:
+            return None
+        return self.history[best_validation(self.history, self.s.val_av_rank_start_epoch)]["step"]
 
     def _skipped_note(self) -> str:
         """``, N skipped by the GradScaler`` under a scaler (amp fp16), else nothing."""
