@@ -283,6 +283,27 @@ def test_the_best_validation_is_dprs():
     assert best_validation(history[:2], 9) == 0 and best_validation([], 0) is None
 
 
+def test_keeping_the_best_encoders_follows_no_link_and_names_a_checkpoint_without_them(tmp_path):
+    from dcsr.training.checkpoint_state import keep_best
+
+    files = ("question_encoder", "passage_encoder", "dcsr.json")
+    previous = tmp_path / "last"
+    for sub in files[:2]:
+        (previous / sub).mkdir(parents=True)
+        (previous / sub / "model.safetensors").write_bytes(b"w" + sub.encode())
+    (previous / "dcsr.json").write_text(json.dumps({"step": 5}))
+    keep_best(tmp_path / "new", previous, 5, files)
+    assert (tmp_path / "new" / "best" / "passage_encoder" / "model.safetensors").read_bytes() == b"wpassage_encoder"
+    with pytest.raises(InputError, match="no encoders of step 6"):
+        keep_best(tmp_path / "new2", previous, 6, files)
+    secret = tmp_path / "secret"
+    secret.write_text("not the checkpoint's")
+    (previous / "question_encoder" / "model.safetensors").unlink()
+    (previous / "question_encoder" / "model.safetensors").symlink_to(secret)
+    with pytest.raises(InputError, match="holds a link"):
+        keep_best(tmp_path / "new3", previous, 5, files)
+
+
 def test_model_from_best_writes_the_best_validations_encoders(tmp_path, tiny_bert, data):
     """``model_from: best`` exports the encoders of DPR's best validation, kept through later
     checkpoints (every 3 steps here, mid-epoch) and through a rerun that resumes the finished run.
