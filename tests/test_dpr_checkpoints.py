@@ -214,11 +214,13 @@ def test_export_to_dprs_format_round_trips(dpr_pair, tmp_path, one_thread, token
     with torch.no_grad():  # as if trained: the weights are no longer the inits'
         for p in model.parameters():
             p.add_(0.01 * torch.randn_like(p))
+    question_text = {"pair": "raw", "zeros": "dpr"}[token_types]
     save_biencoder(model, tokenizer, tmp_path / "m", {"method": "dpr", "question_max_length": 32,
-                                                      "passage_max_length": 64})
+                                                      "passage_max_length": 64, "question_text": question_text})
     tokenizer, model, _ = load_biencoder(tmp_path / "m")
     info = export_model(tmp_path / "m", tmp_path / "export", "pub")
     assert info["format"] == "dpr" and info["passage_encoder"] == "ctx_encoder" and info["token_types"] == token_types
+    assert info["question_text"] == question_text  # what the user must feed it, said
     assert load_biencoder(tmp_path / "m")[1].token_types == token_types  # the saved model itself is as it was
     out = tmp_path / "export"
     assert json.loads((out / "export.json").read_text())["format"] == "dpr"

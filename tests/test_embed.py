@@ -103,3 +103,23 @@ def test_every_npy_of_a_shard_carries_its_checksum(tmp_path, tiny_bert, caplog):
     (tmp_path / "v.npy").write_bytes(bytes(data))
     with pytest.raises(InputError, match="v.npy: does not match the checksum written when it was made"):
         load_npy(tmp_path / "v.npy")
+
+
+def test_questions_are_encoded_as_the_model_trained_on_them(tmp_path, tiny_bert):
+    """``question_text: dpr`` (DPR's and DCSR's normalize_question) is saved with the model and
+    applied where its questions are embedded: "what’s" is then "what's"; ``raw`` (and a model saved
+    before the key) keeps the right single quote, a token of its own."""
+    from dcsr.data.answers import encoder_question
+    from dcsr.training.loop import export_untrained
+
+    assert encoder_question("what’s the river’s name?", "dpr") == "what's the river's name?"
+    assert encoder_question("what’s", "raw") == "what’s"
+    vectors = {}
+    for rule in ("raw", "dpr"):
+        export_untrained({"question_text": rule}, str(tiny_bert), tmp_path / rule, log=lambda m: None)
+        embed_questions(tmp_path / rule, ["what’s the river’s name?", "what's the river's name?"],
+                        tmp_path / f"{rule}.npy", progress=False)
+        vectors[rule] = np.load(tmp_path / f"{rule}.npy")
+    np.testing.assert_array_equal(vectors["dpr"][0], vectors["dpr"][1])
+    assert np.abs(vectors["raw"][0] - vectors["raw"][1]).max() > 1e-3
+    np.testing.assert_array_equal(vectors["raw"][1], vectors["dpr"][1])

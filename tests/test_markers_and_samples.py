@@ -625,3 +625,15 @@ def test_positive_match_substring_labels_as_dcsrs_code(tok):
     with pytest.raises(InputError, match=r"^dcsr\.positive_match: substring looks for an answer's text, but this "
                                          r"training set's answers are matched as regex"):
         _builder(tok, positive_match="substring", match_type="regex")
+
+
+def test_training_samples_hold_the_question_as_the_encoder_sees_it(tok):
+    """Both builders' samples give the question encoder DPR's normalize_question text under
+    ``question_text: dpr``, and the question as written under ``raw`` (the default)."""
+    from dcsr.training.samples import SampleBuilder
+
+    record = {**REC_A, "question": "where’s the seine?"}
+    for rule, expected in (("raw", "where’s the seine?"), ("dpr", "where's the seine?")):
+        dpr = SampleBuilder(validate_settings({"question_text": rule}))
+        assert dpr.sample(record, random.Random(0)).question == expected
+        assert _builder(tok, question_text=rule).sample(record, random.Random(0)).question == expected

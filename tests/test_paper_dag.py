@@ -107,10 +107,13 @@ def test_the_paper_configs_clip_the_global_gradient_as_dpr_clips_each_gpus_share
 
 
 @pytest.mark.parametrize("name", ["paper.yaml", "paper-dpr.yaml", "paper-attribution.yaml"])
-def test_the_paper_configs_feed_token_type_zero_as_dpr_and_dcsr(repo, name):
+def test_the_paper_configs_feed_the_encoders_as_dpr_and_dcsr(repo, name):
     """DPR's and DCSR's code (BiEncoder.create_biencoder_input: ctx_segments = torch.zeros_like)
-    feed every token type 0, a passage's text included; the tokenizer's pair gives the text type 1."""
-    assert yaml.safe_load((repo / "config" / name).read_text())["train"]["token_types"] == "zeros"
+    feed every token type 0, a passage's text included (the tokenizer's pair gives the text type
+    1), and their questions through normalize_question (JsonQADataset._process_query, the
+    retriever's QASrc._process_question)."""
+    train = yaml.safe_load((repo / "config" / name).read_text())["train"]
+    assert (train["token_types"], train["question_text"]) == ("zeros", "dpr")
 
 
 def test_paper_mini_is_the_same_dag(repo, tmp_path):
@@ -182,8 +185,9 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
     for fig in ("data_efficiency", "coverage", "attribution_marginals-DPR", "attribution_marginals-DCSR",
                 "pair_matrix-DPR", "validation-nq", "validation-nq+trivia+squad"):
         assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
-    # the models trained and encoded as DPR's and DCSR's code, every token type 0
-    assert {json.loads(p.read_text())["token_types"] for p in (results / "models").glob("*/dcsr.json")} == {"zeros"}
+    # the models trained and encoded as DPR's and DCSR's code: every token type 0, their question text
+    metas = [json.loads(p.read_text()) for p in (results / "models").glob("*/dcsr.json")]
+    assert {(m["token_types"], m["question_text"]) for m in metas} == {("zeros", "dpr")}
     # every pair of the matrix was searched and scored
     matrix = read_csv(results / "attribution" / "pair_matrix.csv")
     assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix

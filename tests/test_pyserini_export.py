@@ -400,3 +400,17 @@ def test_the_readmes_code_keeps_a_quoted_results_path_a_string(tmp_path):
     assert not [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "__import__"]
     searcher = next(c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "FaissSearcher")
     assert isinstance(searcher.args[0], ast.Constant) and searcher.args[0].value == str(out)
+
+
+def test_the_readme_says_to_write_questions_as_a_dpr_text_model_trained_on_them():
+    """Pyserini's query encoders take a question as given; a ``question_text: dpr`` model trained
+    on questions with ’ written ' (DPR's normalize_question), and its README says so."""
+    from dcsr.retrieval.pyserini_export import _readme
+
+    info = {"model": "m", "corpus": "c", "shards": 1, "method": "dpr", "vectors": 3, "dim": 32,
+            "index_type": "IndexFlatIP", "docid": "passage ids", "search_params": "",
+            "query_encoder": {"class": "pyserini.encode.DprQueryEncoder", "kwargs": {}, "score": "the dot product",
+                              "question_max_length": 256, "question_text": "dpr"}}
+    assert "normalize_question" in _readme(info, "out") and 'replace("\\u2019", "\'")' in _readme(info, "out")
+    info["query_encoder"]["question_text"] = "raw"
+    assert "normalize_question" not in _readme(info, "out")

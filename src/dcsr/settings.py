@@ -75,6 +75,7 @@ INPASSAGE_NEGATIVES = ("any", "not_adjacent")
 POSITIVE_MATCHES = ("tokens", "substring")
 MATCH_TYPES = ("string", "regex")
 TOKEN_TYPES = ("pair", "zeros")  # dcsr.models.biencoder.BiEncoder
+QUESTION_TEXTS = ("raw", "dpr")  # dcsr.data.answers.encoder_question
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index
 #: The largest seed: numpy's (``RandomState``, ``default_rng``) take 0..2**32-1, and every seed of
 #: the config (``seed:``, ``train.seed``, a subset's, the sweep's) reaches one of them.
@@ -114,6 +115,11 @@ TRAIN: dict[str, Setting] = {
                                    "and DCSR's code feed, in training and in encoding); saved with the model, so "
                                    "every later stage encodes as it trained",
                       choices=TOKEN_TYPES),
+    "question_text": _s(str, "raw", "the question text the encoders see: raw (as written) or dpr (DPR's and DCSR's "
+                                    "normalize_question: a right single quote ’ written '; their code applies it "
+                                    "in training and retrieval); saved with the model, so every later stage encodes "
+                                    "questions as it trained",
+                        choices=QUESTION_TEXTS),
     "normalize": _s((bool, _NONE), None, "unit-normalize vectors, so scores are scale x cosine (null: as the init's "
                                          "modules say: a sentence-transformers Normalize module)"),
     "scale": _s((float, int, _NONE), None, "scores are scale x the similarity (null: 20 for normalized vectors, "

@@ -1,4 +1,4 @@
-"""DPR's answer matching, reproduced exactly (``dpr/data/qa_validation.py`` and DrQA's
+"""DPR's question text (``normalize_question``) and DPR's answer matching, reproduced exactly (``dpr/data/qa_validation.py`` and DrQA's
 ``SimpleTokenizer``): a passage "has the answer" when the NFD-normalised, lower-cased token
 sequence of some answer occurs in the passage's token sequence. CuratedTREC's answers are
 regular expressions and use ``match_type="regex"``.
@@ -12,12 +12,22 @@ from functools import lru_cache
 import regex
 
 from dcsr.errors import InputError
-from dcsr.settings import MATCH_TYPES
+from dcsr.settings import MATCH_TYPES, QUESTION_TEXTS
 
 # As DrQA's SimpleTokenizer: runs of letters/numbers/marks, or any other non-space character.
 _ALPHA_NUM = r"[\p{L}\p{N}\p{M}]+"
 _NON_WS = r"[^\p{Z}\p{C}]"
 _TOKEN_RE = regex.compile(f"({_ALPHA_NUM})|({_NON_WS})", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
+
+
+def encoder_question(question: str, rule: str) -> str:
+    """The question as an encoder sees it under ``question_text`` ``rule``: ``raw``, as written;
+    ``dpr``, as DPR's and DCSR's ``normalize_question`` gives it to the question encoder in
+    training and in retrieval (a right single quote ``’`` written ``'``, which BERT's tokenizers
+    keep apart)."""
+    if rule not in QUESTION_TEXTS:
+        raise InputError("question_text", f"unknown question_text {rule!r}; expected {' or '.join(QUESTION_TEXTS)}")
+    return question.replace("\u2019", "'") if rule == "dpr" else question
 
 
 def _normalize(text: str) -> str:

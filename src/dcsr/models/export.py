@@ -268,6 +268,9 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, name:
         "passage_input": "title and text as a sentence pair: [CLS] title [SEP] text [SEP] (the text alone without a title)",
         # zeros: trained and encoded with every token type 0; the written encoders ignore the types they are fed
         "token_types": model.token_types,
+        # dpr: trained on questions with a right single quote written ' (DPR's normalize_question):
+        # give it questions so written (DPR's own retrieval code does)
+        "question_text": meta.get("question_text", "raw"),
         "score": ("the dot product of pooler_output" if fmt == DPR_FORMAT else
                   f"cosine; this model's scores are {model.scale:g} x it" if model.normalize else "the dot product"),
     }

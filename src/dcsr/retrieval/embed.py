@@ -38,6 +38,7 @@ import torch
 from tqdm import tqdm
 
 from dcsr.cli import TOKENIZERS_DEFAULTED_ENV
+from dcsr.data.answers import encoder_question
 from dcsr.data.formats import iter_passages, iter_qas
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
@@ -519,10 +520,12 @@ def embed_question_sets(
     dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
     max_length = max_length or int(meta.get("question_max_length", 256))
     side = "marked_question" if is_sentence_level(meta) else "question"
+    rule = meta.get("question_text", "raw")  # as it trained (models saved before the key: raw)
     stats = []
     for questions, out_vectors in sets:
-        vecs = encode_texts(model, tokenizer, list(questions), None, side, max_length, batch_size, dev,
-                            precision=precision, progress=progress, desc=f"embed questions ({Path(out_vectors).name})")
+        vecs = encode_texts(model, tokenizer, [encoder_question(q, rule) for q in questions], None, side, max_length,
+                            batch_size, dev, precision=precision, progress=progress,
+                            desc=f"embed questions ({Path(out_vectors).name})")
         _save_npy(Path(out_vectors), vecs)
         stats.append({"questions": len(questions), "dim": int(vecs.shape[1]) if len(questions) else 0,
                       "vectors": str(out_vectors)})

@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from dcsr.data.answers import PassageMatcher
+from dcsr.data.answers import PassageMatcher, encoder_question
 from dcsr.errors import InputError
 from dcsr.data.formats import iter_biencoder_at, iter_json_array, iter_passages, write_biencoder
 
@@ -321,8 +321,9 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
              meta.get("method", "dpr"), len(shards), depth)
     side = "marked_question" if sentence_level else "question"
     max_length = int(meta.get("question_max_length", 256))
-    vectors = encode_texts(model, tokenizer, questions, None, side, max_length, batch_size, dev,
-                           progress=progress, desc="encode training questions")
+    rule = meta.get("question_text", "raw")  # as the miner trained
+    vectors = encode_texts(model, tokenizer, [encoder_question(q, rule) for q in questions], None, side, max_length,
+                           batch_size, dev, progress=progress, desc="encode training questions")
     del model
     if nq == 0:
         vectors = np.zeros((0, 1), dtype=np.float32)

@@ -185,7 +185,8 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
              f"sqrt({model.scale:g}) x cosine (Pyserini's unit question vectors against our passage vectors, unit "
              f"vectors times sqrt({model.scale:g})): the ranking of our {model.scale:g} x cosine")
     return {"class": f"pyserini.encode.{cls}", "kwargs": kwargs, "format": fmt, "score": score,
-            "question_max_length": int(meta.get("question_max_length", 256))}, None
+            "question_max_length": int(meta.get("question_max_length", 256)),
+            "question_text": meta.get("question_text", "raw")}, None
 
 
 _README = """# {name} on {corpus}: a Pyserini dense index
@@ -216,6 +217,10 @@ def _readme(info: dict, out: str) -> str:
         notes = (f"Scores are {enc['score']}. Pyserini's query encoders do not truncate a question to the "
                  f"model's question_max_length ({enc['question_max_length']} tokens); longer questions are "
                  "encoded whole.")
+        if enc.get("question_text") == "dpr":
+            notes += (" The model trained on questions with a right single quote written ' (DPR's normalize_question, "
+                      "`question_text: dpr`), and Pyserini's encoders take a question as given: write "
+                      "`question.replace(\"\\u2019\", \"'\")` before `search`.")
     else:
         depth = ("100" if info["method"] == "dpr" else
                  "100 * 5  # DCSR: the top 100 x k sentences, k the corpus's mean sentences per passage "

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
+from dcsr.data.answers import encoder_question
 from dcsr.errors import InputError
 from dcsr.models.biencoder import BiEncoder, tokenize_passages, tokenize_questions
 from dcsr.settings import TRAIN, Setting, Settings, filled
@@ -120,6 +121,11 @@ class SampleBuilder:
         self.shuffle_positives = settings["shuffle_positives"]
         self.question_max_length = settings["question_max_length"]
         self.passage_max_length = settings["passage_max_length"]
+        self.question_text = settings["question_text"]
+
+    def question(self, record: Mapping[str, Any]) -> str:
+        """The record's question as the question encoder sees it (``question_text``)."""
+        return encoder_question(record["question"], self.question_text)
 
     def setup(self, tokenizer, model: BiEncoder) -> None:
         """Called once with the tokenizer and the bi-encoder before training or export (DCSR
@@ -153,7 +159,7 @@ class SampleBuilder:
         if not hard:  # DPR's hard_neg_fallback: random negatives stand in for missing BM25 ones
             hard = others[:n_hard]
         passages = [positive] + others[:n_other] + hard[:n_hard]
-        return Sample(record["question"], passages, 0)
+        return Sample(self.question(record), passages, 0)
 
     def collate(self, tokenizer, samples: Sequence[Sample]) -> Batch:
         """Tokenize samples into a :class:`Batch` (passages of all samples concatenated)."""

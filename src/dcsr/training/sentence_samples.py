@@ -275,7 +275,7 @@ class SentenceSampleBuilder(SampleBuilder):
         reason, with_answer, without = self._skip(record, gold, gold_enc, gold_spans)
         if reason is not None:
             self.counts[f"skipped_{reason}"] += 1
-            return Sample(record["question"], [], 0, {"skip": reason})
+            return Sample(self.question(record), [], 0, {"skip": reason})
         if self.inpassage_negative == "not_adjacent":
             without = not_adjacent(with_answer, without)
 
@@ -371,7 +371,7 @@ class SentenceSampleBuilder(SampleBuilder):
         if n_neg < negatives_wanted:
             self.counts["missing_negatives"] += negatives_wanted - n_neg
         self.counts["samples"] += 1
-        return Sample(record["question"], list(passages), 0, {"select": select, "encoded": encoded})
+        return Sample(self.question(record), list(passages), 0, {"select": select, "encoded": encoded})
 
     # -------------------------------------------------------------- batching
 
