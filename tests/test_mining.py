@@ -291,3 +291,36 @@ def test_second_round_model_trains_on_its_miners_negatives_in_the_dag(repo, tmp_
     assert counts["mine_dense_negatives"] == 1 and counts["index_shard"] == 2 and counts["embed_shard"] == 2
     assert "search_shard" not in counts and "embed_questions" not in counts
     assert counts["train_biencoder"] == 2  # the miner, then the second round
+
+
+def test_the_miner_encodes_questions_as_it_trained_on_them(world, tmp_path, monkeypatch):
+    """A ``question_text: dpr`` miner gets DPR's normalize_question text (’ written '), as its
+    training did; a ``raw`` one the question as written."""
+    import shutil
+
+    import dcsr.retrieval.embed as embed
+
+    records = list(iter_biencoder(world["train"]))[:2]
+    records[0]["question"] = "who’s " + records[0]["question"]
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(records))
+    seen = {}
+
+    class Seen(Exception):
+        pass
+
+    def capture(model, tokenizer, texts, *args, **kwargs):
+        seen["texts"] = list(texts)
+        raise Seen
+
+    monkeypatch.setattr(embed, "encode_texts", capture)  # mining imports it when it runs
+    for rule in ("raw", "dpr"):
+        model = tmp_path / rule
+        shutil.copytree(world["dpr"], model)
+        meta = json.loads((model / "dcsr.json").read_text())
+        (model / "dcsr.json").write_text(json.dumps({**meta, "question_text": rule}))
+        with pytest.raises(Seen):
+            mine_dense_negatives(model, train, world["corpus"], world["dpr-shards"], tmp_path / f"{rule}.json",
+                                 n_negatives=1, depth=5, progress=False)
+        assert seen["texts"][0].startswith("who’s " if rule == "raw" else "who's ")
+        assert seen["texts"][1] == records[1]["question"]
