@@ -1,6 +1,10 @@
+import json
+
 import numpy as np
+import pytest
 import torch
 
+from dcsr.errors import InputError
 from dcsr.retrieval.batching import length_sorted_batches
 from dcsr.retrieval.embed import embed_corpus_shard, embed_questions
 from dcsr.data.formats import Passage, write_corpus
@@ -123,3 +127,12 @@ def test_questions_are_encoded_as_the_model_trained_on_them(tmp_path, tiny_bert)
     np.testing.assert_array_equal(vectors["dpr"][0], vectors["dpr"][1])
     assert np.abs(vectors["raw"][0] - vectors["raw"][1]).max() > 1e-3
     np.testing.assert_array_equal(vectors["raw"][1], vectors["dpr"][1])
+    # a model saved before the key encodes as written; one whose key is not a rule is named
+    meta = json.loads((tmp_path / "dpr" / "dcsr.json").read_text())
+    (tmp_path / "dpr" / "dcsr.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "question_text"}))
+    embed_questions(tmp_path / "dpr", ["what’s the river’s name?"], tmp_path / "old.npy", progress=False)
+    np.testing.assert_allclose(np.load(tmp_path / "old.npy")[0], vectors["raw"][0], atol=1e-5)  # batched alone
+    (tmp_path / "dpr" / "dcsr.json").write_text(json.dumps({**meta, "question_text": "smart"}))
+    with pytest.raises(InputError, match=r"dpr/dcsr.json: question_text: unknown question_text 'smart'"):
+        embed_questions(tmp_path / "dpr", ["who?"], tmp_path / "bad.npy", progress=False)
+    assert not (tmp_path / "bad.npy").exists()

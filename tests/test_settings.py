@@ -83,6 +83,10 @@ CASES = [
      "config: search.k: must be >= 1 and <= 10000, found 5000000"),
     ("train-seed-negative", lambda c: c["train"].update(seed=-1),
      "config: train.seed: must be >= 0 and <= 4294967295, found -1"),
+    ("model-from-best-without-ranks", lambda c: c["models"]["dpr"].setdefault("train", {}).update(
+        model_from="best", val_av_rank_max_qs=0),
+     "config: models.dpr.train.model_from: best picks the validation with the lowest average rank, which "
+     "val_av_rank_max_qs: 0 never computes; set val_av_rank_max_qs above 0, or model_from: last"),
     ("model-train-seed-too-large", lambda c: c["models"]["dpr"].setdefault("train", {}).update(seed=2**32),
      "config: models.dpr.train.seed: must be >= 0 and <= 4294967295, found 4294967296"),
 ]

@@ -292,16 +292,20 @@ def test_keeping_the_best_encoders_follows_no_link_and_names_a_checkpoint_withou
         (previous / sub).mkdir(parents=True)
         (previous / sub / "model.safetensors").write_bytes(b"w" + sub.encode())
     (previous / "dcsr.json").write_text(json.dumps({"step": 5}))
-    keep_best(tmp_path / "new", previous, 5, files)
+    keep_best(tmp_path / "new" / "best", previous, 5, files)
     assert (tmp_path / "new" / "best" / "passage_encoder" / "model.safetensors").read_bytes() == b"wpassage_encoder"
     with pytest.raises(InputError, match="no encoders of step 6"):
-        keep_best(tmp_path / "new2", previous, 6, files)
+        keep_best(tmp_path / "new2" / "best", previous, 6, files)
+    (previous / "best").symlink_to(previous)  # a planted best/ that leads elsewhere
+    with pytest.raises(InputError, match="holds a link"):
+        keep_best(tmp_path / "new4" / "best", previous, 5, files)
+    (previous / "best").unlink()
     secret = tmp_path / "secret"
     secret.write_text("not the checkpoint's")
     (previous / "question_encoder" / "model.safetensors").unlink()
     (previous / "question_encoder" / "model.safetensors").symlink_to(secret)
     with pytest.raises(InputError, match="holds a link"):
-        keep_best(tmp_path / "new3", previous, 5, files)
+        keep_best(tmp_path / "new3" / "best", previous, 5, files)
 
 
 def test_model_from_best_writes_the_best_validations_encoders(tmp_path, tiny_bert, data):
@@ -338,6 +342,11 @@ def test_model_from_best_writes_the_best_validations_encoders(tmp_path, tiny_ber
     train(settings, train_json, dev_json, str(tiny_bert), out, tmp_path / "ck", log=messages.append)
     assert any("resuming from step 32" in m for m in messages), messages
     assert _same_weights(first, _weights(out))
+    shutil.rmtree(out)  # a checkpoint that lost them is named, and nothing is written
+    shutil.rmtree(tmp_path / "ck" / "last" / "best")
+    with pytest.raises(InputError, match="holds no encoders of step 8"):
+        train(settings, train_json, dev_json, str(tiny_bert), out, tmp_path / "ck", log=lambda m: None)
+    assert not out.exists()
     # model_from: last (the default) writes the end of training, whose ranks are worse
     train({**settings, "model_from": "last"}, train_json, dev_json, str(tiny_bert), tmp_path / "last",
           tmp_path / "ck-last", log=lambda m: None)

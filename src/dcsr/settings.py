@@ -377,6 +377,15 @@ _ELSEWHERE = {
 }
 
 
+def check_train_combination(values: Mapping[str, Any], where: str) -> None:
+    """What a filled training section's keys must satisfy together: ``model_from: best`` picks
+    the validation with the lowest average rank, which ``val_av_rank_max_qs: 0`` never computes."""
+    if values.get("model_from") == "best" and values.get("val_av_rank_max_qs") == 0:
+        raise InputError(_where(where, "model_from"), "best picks the validation with the lowest average rank, "
+                                                      "which val_av_rank_max_qs: 0 never computes; set "
+                                                      "val_av_rank_max_qs above 0, or model_from: last")
+
+
 def check_train_sections(cfg: Mapping[str, Any]) -> None:
     """The top-level ``train:`` and every model's ``train:`` (a DCSR model's may also set
     :data:`DCSR_TRAIN`); run at DAG build."""
@@ -388,6 +397,9 @@ def check_train_sections(cfg: Mapping[str, Any]) -> None:
         else:
             hints = {k: f"a DCSR setting, and model {name!r} has method {model.get('method')!r}" for k in DCSR_TRAIN}
             check(SECTIONS["train"], own, f"config: models.{name}.train", hints={**_ELSEWHERE, **hints})
+        own = own if isinstance(own, Mapping) else {}
+        where = f"config: models.{name}.train" if {"model_from", "val_av_rank_max_qs"} & set(own) else "config: train"
+        check_train_combination({**defaults(TRAIN), **(cfg.get("train") or {}), **own}, where)
 
 
 def check_sections(cfg: dict) -> None:

@@ -20,13 +20,13 @@ _NON_WS = r"[^\p{Z}\p{C}]"
 _TOKEN_RE = regex.compile(f"({_ALPHA_NUM})|({_NON_WS})", flags=regex.IGNORECASE | regex.UNICODE | regex.MULTILINE)
 
 
-def encoder_question(question: str, rule: str) -> str:
+def encoder_question(question: str, rule: str, where: str = "question_text") -> str:
     """The question as an encoder sees it under ``question_text`` ``rule``: ``raw``, as written;
     ``dpr``, as DPR's and DCSR's ``normalize_question`` gives it to the question encoder in
     training and in retrieval (a right single quote ``’`` written ``'``, which BERT's tokenizers
-    keep apart)."""
+    keep apart). An unknown rule is an :class:`InputError` naming ``where``."""
     if rule not in QUESTION_TEXTS:
-        raise InputError("question_text", f"unknown question_text {rule!r}; expected {' or '.join(QUESTION_TEXTS)}")
+        raise InputError(where, f"unknown question_text {rule!r}; expected {' or '.join(QUESTION_TEXTS)}")
     return question.replace("\u2019", "'") if rule == "dpr" else question
 
 

@@ -520,12 +520,12 @@ def embed_question_sets(
     dev, tokenizer, model, meta, precision = _load_for_inference(model_dir, device, precision)
     max_length = max_length or int(meta.get("question_max_length", 256))
     side = "marked_question" if is_sentence_level(meta) else "question"
-    rule = meta.get("question_text", "raw")  # as it trained (models saved before the key: raw)
+    rule, where = meta.get("question_text", "raw"), f"{model_dir}/dcsr.json: question_text"  # as it trained
     stats = []
     for questions, out_vectors in sets:
-        vecs = encode_texts(model, tokenizer, [encoder_question(q, rule) for q in questions], None, side, max_length,
-                            batch_size, dev, precision=precision, progress=progress,
-                            desc=f"embed questions ({Path(out_vectors).name})")
+        texts = [encoder_question(q, rule, where) for q in questions]
+        vecs = encode_texts(model, tokenizer, texts, None, side, max_length, batch_size, dev, precision=precision,
+                            progress=progress, desc=f"embed questions ({Path(out_vectors).name})")
         _save_npy(Path(out_vectors), vecs)
         stats.append({"questions": len(questions), "dim": int(vecs.shape[1]) if len(questions) else 0,
                       "vectors": str(out_vectors)})

@@ -321,9 +321,10 @@ def mine_dense_negatives(model_dir: str | os.PathLike, train_json: str | os.Path
              meta.get("method", "dpr"), len(shards), depth)
     side = "marked_question" if sentence_level else "question"
     max_length = int(meta.get("question_max_length", 256))
-    rule = meta.get("question_text", "raw")  # as the miner trained
-    vectors = encode_texts(model, tokenizer, [encoder_question(q, rule) for q in questions], None, side, max_length,
-                           batch_size, dev, progress=progress, desc="encode training questions")
+    rule, where = meta.get("question_text", "raw"), f"{model_dir}/dcsr.json: question_text"  # as the miner trained
+    texts = [encoder_question(q, rule, where) for q in questions]
+    vectors = encode_texts(model, tokenizer, texts, None, side, max_length, batch_size, dev, progress=progress,
+                           desc="encode training questions")
     del model
     if nq == 0:
         vectors = np.zeros((0, 1), dtype=np.float32)

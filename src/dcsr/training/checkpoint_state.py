@@ -175,7 +175,8 @@ def best_validation(history: Sequence[Mapping[str, Any]], start_epoch: int) -> i
     ``best_cp_name``): each validation's loss is its average rank from ``start_epoch``
     (``val_av_rank_start_epoch``) on and its NLL before; the best is reset at ``start_epoch``, so
     a run that reached it picks the lowest average rank from there on, one that did not the lowest
-    NLL; the first of equals. None for an empty history."""
+    NLL; the first of equals. None for an empty history. (DPR's test, ``loss < (best or loss +
+    1)``, takes any later validation after a best of exactly 0.0; here 0.0 stays the best.)"""
     ranked = [i for i, h in enumerate(history) if h["epoch"] >= start_epoch]
     if ranked:
         return min(ranked, key=lambda i: (history[i]["average_rank"], i))
@@ -198,18 +199,21 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def keep_best(new: Path, previous: Path | None, best_step: int, encoder_files: Sequence[str]) -> None:
-    """Put the best validation's encoders (of step ``best_step``) into checkpoint ``new`` as
-    ``new/best``, from the checkpoint it replaces: ``previous/best`` when that holds them, else
-    ``previous`` itself when it was written at ``best_step`` (``encoder_files``: the encoders'
-    folders, then ``dcsr.json``, whose step tells). One of them does, as a checkpoint is written
-    after every validation; a checkpoint with neither is an error."""
+def keep_best(dest: Path, previous: Path | None, best_step: int, encoder_files: Sequence[str]) -> None:
+    """Put the best validation's encoders (of step ``best_step``) into ``dest`` (a new
+    checkpoint's ``best/``, or the model folder), from checkpoint ``previous``: its ``best/`` when
+    that holds them, else ``previous`` itself when it was written at ``best_step``
+    (``encoder_files``: the encoders' folders, then ``dcsr.json``, whose step tells). One of them
+    does, as a checkpoint is written after every validation; a checkpoint with neither, or with a
+    link in them, is an error."""
     meta = encoder_files[-1]
     for source in ((previous / BEST, previous) if previous is not None else ()):
+        if source.is_symlink() or (source / meta).is_symlink():
+            raise InputError(str(source), "a checkpoint holds a link; this code writes none: not followed")
         if (source / meta).is_file() and json.loads((source / meta).read_text(encoding="utf-8")).get("step") == best_step:
-            (new / BEST).mkdir(parents=True)
+            dest.mkdir(parents=True, exist_ok=True)
             for name in encoder_files:
-                _link_or_copy(source / name, new / BEST / name)
+                _link_or_copy(source / name, dest / name)
             return
     raise InputError(str(previous), f"holds no encoders of step {best_step}, the best validation's "
                                     "(model_from: best); delete the checkpoint folder to train again")

@@ -439,7 +439,7 @@ class Trainer:
         with atomic_path(previous) as tmp:
             write_biencoder(self.model, self.tokenizer, tmp, {**self.meta, "step": self.step_no, "epoch": self.epoch})
             if (best := self._best_step()) not in (None, self.step_no):
-                keep_best(tmp, previous if previous.is_dir() else None, best, ENCODER_FILES)
+                keep_best(tmp / BEST, previous if previous.is_dir() else None, best, ENCODER_FILES)
             torch.save(trainer_state, tmp / STATE_FILE)
             _write_json(tmp / VALIDATION_FILE, self.history)
             _write_json(tmp / FINGERPRINT_FILE, self.identity)
@@ -454,9 +454,7 @@ class Trainer:
                     write_biencoder(self.model, self.tokenizer, tmp,
                                     {**self.meta, "step": self.step_no, "epoch": self.epoch})
                 else:  # the last checkpoint, written at this step, keeps the best validation's encoders
-                    for name in ENCODER_FILES:
-                        copy = shutil.copytree if (self.checkpoint_dir / LAST / BEST / name).is_dir() else shutil.copy
-                        copy(self.checkpoint_dir / LAST / BEST / name, tmp / name)
+                    keep_best(tmp, self.checkpoint_dir / LAST, best, ENCODER_FILES)
                 _write_json(tmp / VALIDATION_FILE, self.history)
                 shutil.copy(self.log_path, tmp / TRAIN_LOG)
             which = "" if best is None else f", the encoders of step {best} (model_from: best, DPR's best validation)"

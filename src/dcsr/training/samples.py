@@ -22,7 +22,7 @@ from torch import Tensor
 from dcsr.data.answers import encoder_question
 from dcsr.errors import InputError
 from dcsr.models.biencoder import BiEncoder, tokenize_passages, tokenize_questions
-from dcsr.settings import TRAIN, Setting, Settings, filled
+from dcsr.settings import TRAIN, Setting, Settings, check_train_combination, filled
 
 # ---------------------------------------------------------------------- settings
 
@@ -33,6 +33,7 @@ def validate_settings(settings: Mapping[str, Any] | None, extra: Mapping[str, Se
     :class:`InputError` names any unknown key (and the closest valid one), wrong type or
     out-of-range value."""
     full = filled({**TRAIN, **(extra or {})}, settings, "settings")
+    check_train_combination(full, "settings")
     if full["dev_batch_size"] is None:
         full["dev_batch_size"] = full["batch_size"]
     return Settings(full)
