@@ -308,50 +308,67 @@ def test_keeping_the_best_encoders_follows_no_link_and_names_a_checkpoint_withou
         keep_best(tmp_path / "new3" / "best", previous, 5, files)
 
 
-def test_model_from_best_writes_the_best_validations_encoders(tmp_path, tiny_bert, data):
-    """``model_from: best`` exports the encoders of DPR's best validation, kept through later
-    checkpoints (every 3 steps here, mid-epoch) and through a rerun that resumes the finished run.
-    The dev questions' positives are their neighbours' passages, so training on the right pairs
-    makes every later validation worse than the first."""
-    train_json, _ = data
+def _worse_with_training(tmp_path):
+    """A dev set whose positives are their neighbours' passages: training on the right pairs moves
+    its average rank away from the last validation's, so the best is often an earlier one."""
     wrong = make_records(16)
     for i, record in enumerate(wrong):
         record["positive_ctxs"] = make_records(16)[(i + 1) % 16]["positive_ctxs"]
     dev_json = tmp_path / "wrong-dev.json"
     dev_json.write_text(json.dumps(wrong))
-    settings = {**SMALL, "epochs": 4, "pooling": "mean", "val_av_rank_start_epoch": 0, "checkpoint_every_steps": 3,
-                "model_from": "best"}
+    return dev_json
+
+
+def _scripted_validations(monkeypatch, ranks):
+    """The trainer's validations give ``ranks`` in turn (average rank; NLL 1.0), and keep the
+    weights each one saw: a best that does not hang on how this CPU rounds."""
+    import dcsr.training.loop as loop
+
+    ranks, seen = iter(ranks), []
+
+    def scripted(model, *args, **kwargs):
+        seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return {"nll_loss": 1.0, "accuracy": 0.5, "average_rank": next(ranks), "average_rank_questions": 16,
+                "average_rank_passages": 64}
+
+    monkeypatch.setattr(loop, "evaluate", scripted)
+    return seen
+
+
+def test_model_from_best_writes_the_best_validations_encoders(tmp_path, tiny_bert, data, monkeypatch):
+    """``model_from: best`` writes the encoders of DPR's best validation (step 16 of 32: the second
+    of four, whose rank the fourth only ties), kept through later checkpoints (every 3 steps,
+    mid-epoch) and through a rerun that resumes the finished run; ``last`` writes step 32's."""
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 4, "val_av_rank_start_epoch": 0, "checkpoint_every_steps": 3, "model_from": "best"}
+    seen = _scripted_validations(monkeypatch, [5.0, 2.0, 3.0, 2.0])
     messages = []
-    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=messages.append)
     out = tmp_path / "out"
-    history = json.loads((out / "validation.json").read_text())
-    ranks = [h["average_rank"] for h in history]
-    assert len(history) == 4 and ranks[0] < min(ranks[1:]), ranks
+    train(settings, train_json, dev_json, str(tiny_bert), out, tmp_path / "ck", log=messages.append)
+    assert [h["step"] for h in json.loads((out / "validation.json").read_text())] == [8, 16, 24, 32]
     meta = json.loads((out / "dcsr.json").read_text())
-    assert (meta["step"], meta["epoch"]) == (8, 1) and meta["settings"]["model_from"] == "best"
-    assert any("the encoders of step 8 (model_from: best" in m for m in messages)
-    s = validate_settings(settings)
-    tokenizer, model, _ = load_biencoder(out)
-    again = evaluate(model, tokenizer, read_biencoder(dev_json), s, amp_dtype=_amp_dtype(s["amp"], torch.device("cpu"))[0])
-    assert again["average_rank"] == pytest.approx(ranks[0]) and again["nll_loss"] == pytest.approx(history[0]["nll_loss"], abs=1e-5)
-    # The last checkpoint (step 32) keeps them in last/best; a rerun resumes it and writes the same.
-    assert json.loads((tmp_path / "ck" / "last" / "best" / "dcsr.json").read_text())["step"] == 8
-    first = _weights(out)
+    assert (meta["step"], meta["epoch"]) == (16, 2) and meta["settings"]["model_from"] == "best"
+    assert any("the encoders of step 16 (model_from: best" in m for m in messages)
+    assert len(seen) == 4 and _same_weights(_weights(out), seen[1])
+    assert not _same_weights(seen[1], seen[3])  # training went on after the best
+    assert json.loads((tmp_path / "ck" / "last" / "best" / "dcsr.json").read_text())["step"] == 16
+    # a rerun resumes the finished run (no validation left) and writes the same
     shutil.rmtree(out)
     messages.clear()
     train(settings, train_json, dev_json, str(tiny_bert), out, tmp_path / "ck", log=messages.append)
     assert any("resuming from step 32" in m for m in messages), messages
-    assert _same_weights(first, _weights(out))
+    assert _same_weights(_weights(out), seen[1])
     shutil.rmtree(out)  # a checkpoint that lost them is named, and nothing is written
     shutil.rmtree(tmp_path / "ck" / "last" / "best")
-    with pytest.raises(InputError, match="holds no encoders of step 8"):
+    with pytest.raises(InputError, match="holds no encoders of step 16"):
         train(settings, train_json, dev_json, str(tiny_bert), out, tmp_path / "ck", log=lambda m: None)
     assert not out.exists()
-    # model_from: last (the default) writes the end of training, whose ranks are worse
+    # model_from: last (the default) writes the end of training
+    seen = _scripted_validations(monkeypatch, [5.0, 2.0, 3.0, 2.0])
     train({**settings, "model_from": "last"}, train_json, dev_json, str(tiny_bert), tmp_path / "last",
           tmp_path / "ck-last", log=lambda m: None)
     assert json.loads((tmp_path / "last" / "dcsr.json").read_text())["step"] == 32
-    assert not _same_weights(first, _weights(tmp_path / "last"))
+    assert _same_weights(_weights(tmp_path / "last"), seen[3]) and not (tmp_path / "ck-last" / "last" / "best").exists()
 
 
 def test_validation_encodes_once_when_the_rank_reads_the_nll_samples(tmp_path, tiny_bert, data, monkeypatch):
@@ -572,6 +589,29 @@ def test_two_processes_match_one(tmp_path, repo, tiny_bert, data):
     v_one = json.loads((tmp_path / "one" / "validation.json").read_text())[-1]
     assert v_two["nll_loss"] == pytest.approx(v_one["nll_loss"], abs=1e-4)
     assert v_two["average_rank"] == pytest.approx(v_one["average_rank"])
+
+
+def test_two_processes_keep_and_write_the_best_validation(tmp_path, repo, tiny_bert, data):
+    """``model_from: best`` under torchrun: rank 0 writes the encoders of the best of its
+    validations (DPR's rule on its own validation.json), which validate to that entry's numbers."""
+    from dcsr.training.checkpoint_state import best_validation
+
+    train_json, _ = data
+    dev_json = _worse_with_training(tmp_path)
+    settings = {**SMALL, "batch_size": 2, "epochs": 3, "pooling": "mean", "val_av_rank_start_epoch": 0,
+                "model_from": "best"}
+    train_in_two_processes(repo, tiny_bert, train_json, dev_json, tmp_path / "two", tmp_path / "ck2", settings)
+    history = json.loads((tmp_path / "two" / "validation.json").read_text())
+    assert [h["step"] for h in history] == [8, 16, 24]
+    best = history[best_validation(history, 0)]
+    assert json.loads((tmp_path / "two" / "dcsr.json").read_text())["step"] == best["step"]
+    assert (tmp_path / "ck2" / "last" / "best").exists() == (best["step"] != 24)
+    s = validate_settings(settings)
+    tokenizer, model, _ = load_biencoder(tmp_path / "two")
+    again = evaluate(model, tokenizer, read_biencoder(dev_json), {**s, "dev_batch_size": 4},
+                     amp_dtype=_amp_dtype(s["amp"], torch.device("cpu"))[0])
+    assert again["average_rank"] == pytest.approx(best["average_rank"])
+    assert again["nll_loss"] == pytest.approx(best["nll_loss"], abs=1e-4)
 
 
 def test_export_untrained(tmp_path, repo, tiny_bert):
