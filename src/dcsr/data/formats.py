@@ -36,6 +36,9 @@ from dcsr.fsutil import atomic_open
 csv.field_size_limit(sys.maxsize)
 
 CORPUS_HEADER = ["id", "text", "title"]
+#: The record key that names the training set a record of a merged (*Multi*) training file came
+#: from (:func:`dcsr.data.variants.iter_concatenated` writes it; the trainer batches by it).
+SOURCE_KEY = "training_set"
 
 
 @dataclass(frozen=True)
@@ -389,7 +392,7 @@ def iter_biencoder_at(path: str | os.PathLike, require_positive: bool = True) ->
         if require_positive and not out["positive_ctxs"]:
             raise InputError(where, "record has no 'positive_ctxs' (training needs a positive passage "
                                     "per question); give it one or drop the record")
-        for extra in ("id", "dataset", "training_set"):
+        for extra in ("id", "dataset", SOURCE_KEY):
             if extra in rec:
                 out[extra] = rec[extra]
         yield where, out

@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 
 from tqdm import tqdm
 
-from dcsr.data.formats import QA, iter_biencoder, iter_qas, write_biencoder, write_qas
+from dcsr.data.formats import QA, SOURCE_KEY, iter_biencoder, iter_qas, write_biencoder, write_qas
 from dcsr.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def iter_concatenated(paths: Sequence[str | os.PathLike], progress: bool = False
         # DPR's mined training sets are GBs each: say how far a merge is
         bar = tqdm(desc=os.path.basename(path), unit=" records", file=sys.stderr, disable=not progress, mininterval=2.0)
         for n, rec in enumerate(iter_biencoder(path, require_positive=False), start=1):
-            yield {**rec, "training_set": f"{position}:{os.path.basename(path)}"}
+            yield {**rec, SOURCE_KEY: f"{position}:{os.path.basename(path)}"}
             bar.update()
         bar.close()
         log.info("%s: %d records", path, n)

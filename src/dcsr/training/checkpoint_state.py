@@ -183,11 +183,16 @@ def best_validation(history: Sequence[Mapping[str, Any]], start_epoch: int) -> i
     return min(range(len(history)), key=lambda i: (history[i]["nll_loss"], i)) if history else None
 
 
+def _refuse_link(path: Path) -> None:
+    """A link in a checkpoint is none of this code's: an :class:`InputError`, not followed."""
+    if path.is_symlink():
+        raise InputError(str(path), "a checkpoint holds a link; this code writes none: not followed")
+
+
 def _link_or_copy(src: Path, dst: Path) -> None:
     """``src`` (a file or a tree) at ``dst``, each file hard-linked (checkpoints are replaced
     whole, never written in place), copied where the file system has no hard links."""
-    if src.is_symlink():
-        raise InputError(str(src), "a checkpoint holds a link; this code writes none: not followed")
+    _refuse_link(src)
     if src.is_dir():
         dst.mkdir(parents=True, exist_ok=True)
         for child in sorted(src.iterdir()):
@@ -208,8 +213,8 @@ def keep_best(dest: Path, previous: Path | None, best_step: int, encoder_files: 
     link in them, is an error."""
     meta = encoder_files[-1]
     for source in ((previous / BEST, previous) if previous is not None else ()):
-        if source.is_symlink() or (source / meta).is_symlink():
-            raise InputError(str(source), "a checkpoint holds a link; this code writes none: not followed")
+        _refuse_link(source)
+        _refuse_link(source / meta)
         if (source / meta).is_file() and json.loads((source / meta).read_text(encoding="utf-8")).get("step") == best_step:
             dest.mkdir(parents=True, exist_ok=True)
             for name in encoder_files:

@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from dcsr.data.formats import read_biencoder
+from dcsr.data.formats import SOURCE_KEY, read_biencoder
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
 from dcsr.models.biencoder import (META_FILE, PASSAGE_DIR, QUESTION_DIR, build_biencoder, load_biencoder, tie_encoders,
@@ -74,10 +74,6 @@ def _optimizer(model: torch.nn.Module, s: Mapping[str, Any]):
     groups = [{"params": decay, "weight_decay": s["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=s["learning_rate"], eps=s["adam_eps"])
 
-
-#: The record key that names the training set a record of a merged (*Multi*) file came from
-#: (:func:`dcsr.data.variants.iter_concatenated` writes it).
-SOURCE_KEY = "training_set"
 
 #: What a model folder holds of the encoders themselves (``model_from: best`` keeps these of the best validation).
 ENCODER_FILES = (QUESTION_DIR, PASSAGE_DIR, META_FILE)
