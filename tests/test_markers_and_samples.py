@@ -605,6 +605,26 @@ def test_validation_runs_with_the_unchanged_evaluate(tok, tiny_bert):
     assert result["average_rank_passages"] == 4 + 2 + 3
 
 
+def test_validation_means_leave_out_a_question_its_first_positive_cannot_serve(tok, tiny_bert):
+    """With ``shuffle_positives`` a question is trained when any positive has an answer sentence,
+    but validation reads its first positive (as DPR's, unshuffled): where that one cannot serve,
+    the question is skipped there, and the accuracy and average rank are means over the questions
+    validated, not over the skipped one too."""
+    from dcsr.models.biencoder import build_biencoder
+    from dcsr.training.validation import evaluate
+
+    builder = _builder(tok, shuffle_positives=True, dev_batch_size=4, val_av_rank_hard_neg=1, val_av_rank_other_neg=0)
+    second = {**REC_B, "positive_ctxs": REC_D["positive_ctxs"] + REC_B["positive_ctxs"]}  # its first has no answer
+    assert builder.filter_records([second])[0] == [second]
+    torch.manual_seed(0)
+    tokenizer, model = build_biencoder(str(tiny_bert))
+    with_it = evaluate(model, tokenizer, [REC_A, second, REC_C], builder=builder)
+    without = evaluate(model, tokenizer, [REC_A, REC_C], builder=builder)
+    assert with_it["questions"] == 3 and without["questions"] == 2
+    for key in ("accuracy", "average_rank", "average_rank_passages"):
+        assert with_it[key] == pytest.approx(without[key]), key
+
+
 def test_positive_match_substring_labels_as_dcsrs_code(tok):
     """``positive_match: substring`` finds the lower-cased answer anywhere in the lower-cased
     sentence, as DCSR's code labels sentences (process_ctx.py): "Africa" inside "African" and

@@ -104,6 +104,8 @@ def test_the_paper_configs_clip_the_global_gradient_as_dpr_clips_each_gpus_share
     dpr_gpus = train["batch_size"] * train["gpus"] // 16
     assert (train["batch_size"], train["gpus"], dpr_gpus) == (16, 8, 8)
     assert train["max_grad_norm"] == 2.0 * dpr_gpus
+    # DPR ranks each GPU's share of the dev questions among that GPU's passages (validate_average_rank)
+    assert train["val_av_rank_shards"] == dpr_gpus
 
 
 @pytest.mark.parametrize("name", ["paper.yaml", "paper-dpr.yaml", "paper-attribution.yaml"])

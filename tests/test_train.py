@@ -398,6 +398,35 @@ def test_validation_encodes_once_when_the_rank_reads_the_nll_samples(tmp_path, t
     assert more["average_rank_passages"] == 16 * 4 and sum(calls) == 16 * 2 + 16 * 4
 
 
+def test_the_average_rank_on_dprs_gpus_ranks_each_shard_among_its_own_passages(tiny_bert, data):
+    """``val_av_rank_shards: S`` is DPR's average rank on S GPUs: the questions cut as DPR's
+    ShardedDataIterator (ceil(n / S) each, the last shorter), each question's positive ranked among
+    its own shard's passages only. So the mean over 3 shards is the question-weighted mean of the
+    three shards validated alone, and a question ranks no lower in a shard than in the pool."""
+    from dcsr.training.validation import rank_shards
+
+    _, dev_json = data
+    records = read_biencoder(dev_json)
+    tokenizer, model = build_biencoder(str(tiny_bert), "cls", 0.0)
+    s = validate_settings(SMALL)  # 1 + 2 hard + 1 other passages a question
+    pooled = evaluate(model, tokenizer, records, s)
+    three = evaluate(model, tokenizer, records, {**s, "val_av_rank_shards": 3})
+    alone = [evaluate(model, tokenizer, records[a:b], s) for a, b in ((0, 6), (6, 12), (12, 16))]
+    assert three["average_rank"] == pytest.approx(sum(r["average_rank"] * r["questions"] for r in alone) / 16)
+    each = evaluate(model, tokenizer, records, {**s, "val_av_rank_shards": 16})
+    assert pooled["average_rank"] >= three["average_rank"] >= each["average_rank"]
+    assert pooled["average_rank"] > each["average_rank"]  # the pool outranks some positive
+    assert (pooled["average_rank_shards"], three["average_rank_shards"]) == (1, 3)
+    assert {k: v for k, v in three.items() if k not in ("average_rank", "average_rank_shards")} == \
+        {k: v for k, v in pooled.items() if k not in ("average_rank", "average_rank_shards")}
+    # DPR's cut: 10 questions on 8 GPUs are 5 shards of 2 (three GPUs get none)
+    starts = torch.arange(10) * 4
+    assert rank_shards(starts, 40, 8) == [((q, q + 2), (4 * q, 4 * q + 8)) for q in range(0, 10, 2)]
+    assert rank_shards(starts, 40, 3) == [((0, 4), (0, 16)), ((4, 8), (16, 32)), ((8, 10), (32, 40))]
+    with pytest.raises(ValueError, match="first of its own passages"):
+        rank_shards(torch.tensor([0, 4, 3]), 12, 2)
+
+
 def _weights(model_dir):
     """Every tensor of a saved bi-encoder, by name."""
     _, model, _ = load_biencoder(model_dir)

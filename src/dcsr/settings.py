@@ -152,6 +152,9 @@ TRAIN: dict[str, Setting] = {
     "val_av_rank_hard_neg": _s(int, 30, "hard negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_other_neg": _s(int, 30, "other negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_max_qs": _s(int, 10000, "dev questions for the average rank (DPR: 10000)", low=0),
+    "val_av_rank_shards": _s(int, 1, "the average rank as DPR's on this many GPUs: the ranked dev questions cut into "
+                                     "as many contiguous shards, each question ranked among its own shard's passages "
+                                     "only (1: all pooled, DPR on one GPU; the papers' 8 GPUs: 8)", low=1),
     "val_max_qs": _s((int, _NONE), None, "validate on the first N dev questions only (null: all, as DPR)", low=1),
     "val_av_rank_start_epoch": _s(int, 30, "first epoch (0-based) whose validation also computes the average "
                                            "rank; earlier ones the NLL only (DPR: 30); the last always does", low=0),

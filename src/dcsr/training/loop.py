@@ -408,8 +408,9 @@ class Trainer:
                           amp_dtype=self.amp_dtype, progress=True, average_rank=rank)
         result = {"epoch": self.epoch, "step": self.step_no, **result, "seconds": round(time.time() - t0, 3)}
         self.history.append(result)
+        shards = "" if s.val_av_rank_shards == 1 else f", in {s.val_av_rank_shards} shards as DPR's GPUs"
         ranked = (f"average rank {result['average_rank']:.2f} ({result['average_rank_questions']} questions, "
-                  f"{result['average_rank_passages']} passages)" if rank else
+                  f"{result['average_rank_passages']} passages{shards})" if rank else
                   f"average rank from epoch {s.val_av_rank_start_epoch} on")
         self.say(f"validation epoch {self.epoch} step {self.step_no}: nll {result['nll_loss']:.4f}, in-batch "
                  f"accuracy {result['accuracy']:.4f}, {ranked}")

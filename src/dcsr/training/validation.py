@@ -53,8 +53,11 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
       questions whose highest-scoring passage in their batch is their positive.
     - ``average_rank`` (DPR's ``validate_average_rank``): the first ``val_av_rank_max_qs``
       questions with ``val_av_rank_hard_neg`` hard and ``val_av_rank_other_neg`` other
-      negatives each; all their passages pooled; the mean 0-based rank of each question's
-      positive among all pooled passages (as DPR: 0 = ranked first). ``average_rank=False``
+      negatives each; the mean 0-based rank of each question's positive among the pooled
+      passages (as DPR: 0 = ranked first; a tie ranks the positive first). DPR pools and ranks
+      on each GPU apart, so on 8 GPUs among an eighth of the questions' passages:
+      ``val_av_rank_shards`` cuts the questions as DPR's GPUs do (:func:`rank_shards`), whatever
+      the number of processes here (1: all pooled). ``average_rank=False``
       skips it (``average_rank`` is then ``None``): DPR computes it only from
       ``val_av_rank_start_epoch`` on, as it encodes ``1 + hard + other`` passages per question.
 
@@ -84,7 +87,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     # negatives: a dev set without negatives, or val_av_rank_* equal to the training ones),
     # one encoding serves both: the same batches give the same vectors, at half the cost.
     shared = n_rank == n and _same(rank_samples, nll_samples)
-    losses, correct = [], 0
+    losses, correct, scored = [], 0, 0  # scored: questions a builder did not skip (DCSR's first positive may be)
     q_parts, p_parts, t_parts, offset = [], [], [], 0
 
     def keep_for_rank(q_all: Tensor, p_all: Tensor, targets: Tensor) -> None:
@@ -101,6 +104,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
         loss, c = nll_loss(q_all, p_all, targets)
         losses.append(float(loss))
         correct += c
+        scored += q_all.shape[0]
         if shared:
             keep_for_rank(q_all, p_all, targets)
         if bar:
@@ -115,19 +119,41 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
             bar.update(q_all.shape[0])
     if bar:
         bar.close()
-    rank_sum = 0
+    rank_sum, ranked = 0, 0
     if n_rank:
         q_mat, p_mat, t_vec = torch.cat(q_parts), torch.cat(p_parts), torch.cat(t_parts)
-        for i in range(0, q_mat.shape[0], 1024):  # [1024, P] score blocks bound the memory
-            sc = score(q_mat[i : i + 1024], p_mat)
-            gold = sc.gather(1, t_vec[i : i + 1024, None])
-            rank_sum += int((sc > gold).sum().item())
+        ranked = q_mat.shape[0]
+        for (q0, q1), (p0, p1) in rank_shards(t_vec, p_mat.shape[0], s["val_av_rank_shards"]):
+            for i in range(q0, q1, 1024):  # [1024, P] score blocks bound the memory
+                j = min(q1, i + 1024)
+                sc = score(q_mat[i:j], p_mat[p0:p1])
+                gold = sc.gather(1, t_vec[i:j, None] - p0)
+                rank_sum += int((sc > gold).sum().item())
     model.train(was_training)
     return {
         "nll_loss": float(np.mean(losses)) if losses else float("nan"),
-        "accuracy": correct / n if n else float("nan"),
-        "average_rank": (rank_sum / n_rank if n_rank else float("nan")) if average_rank else None,
+        "accuracy": correct / scored if scored else float("nan"),
+        "average_rank": (rank_sum / ranked if ranked else float("nan")) if average_rank else None,
         "questions": n,
         "average_rank_questions": n_rank,
         "average_rank_passages": offset,
+        "average_rank_shards": s["val_av_rank_shards"],
     }
+
+
+def rank_shards(positives: Tensor, n_passages: int, shards: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """``((first question, end), (first passage, end))`` of each shard the average rank ranks
+    within: DPR's ``ShardedDataIterator`` cut of the ranked questions into ``shards`` contiguous
+    parts of ``ceil(questions / shards)`` (the last shorter, empty ones left out), each with the
+    passages of its own questions. ``positives``: each question's positive row, the first of its
+    contiguous group of passages (as every builder's ``collate`` lays them out)."""
+    n = int(positives.shape[0])
+    starts = positives.tolist()
+    if n and (starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n_passages):
+        raise ValueError("the average rank needs each dev question's positive to be the first of its own passages")
+    size = -(-n // shards) if n else 0
+    out = []
+    for q0 in range(0, n, size or 1):
+        q1 = min(n, q0 + size)
+        out.append(((q0, q1), (starts[q0], starts[q1] if q1 < n else n_passages)))
+    return out
