@@ -281,6 +281,12 @@ def test_the_best_validation_is_dprs():
     assert best_validation(history, 3) == 3  # the reset: epoch 2's NLL 0.1 does not count
     assert best_validation(history, 9) == 2  # never reached: the lowest NLL
     assert best_validation(history[:2], 9) == 0 and best_validation([], 0) is None
+    # a NaN is never the best (DPR's `<` never takes one), first or not; NaN ranks only: the best NLL's stays
+    nan = float("nan")
+    with_nan = [{**history[0], "nll_loss": nan}, *history[1:3], {**history[3], "average_rank": nan}]
+    assert best_validation(with_nan, 9) == 2 and best_validation([{**history[1], "average_rank": nan}] + history[2:], 1) == 1
+    assert best_validation([history[0], {**history[1], "average_rank": nan}], 1) == 0
+    assert best_validation([{**history[0], "nll_loss": nan}], 9) is None
 
 
 def test_keeping_the_best_encoders_follows_no_link_and_names_a_checkpoint_without_them(tmp_path):

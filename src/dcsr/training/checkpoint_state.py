@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import shutil
@@ -175,12 +176,18 @@ def best_validation(history: Sequence[Mapping[str, Any]], start_epoch: int) -> i
     ``best_cp_name``): each validation's loss is its average rank from ``start_epoch``
     (``val_av_rank_start_epoch``) on and its NLL before; the best is reset at ``start_epoch``, so
     a run that reached it picks the lowest average rank from there on, one that did not the lowest
-    NLL; the first of equals. None for an empty history. (DPR's test, ``loss < (best or loss +
-    1)``, takes any later validation after a best of exactly 0.0; here 0.0 stays the best.)"""
-    ranked = [i for i, h in enumerate(history) if h["epoch"] >= start_epoch]
-    if ranked:
-        return min(ranked, key=lambda i: (history[i]["average_rank"], i))
-    return min(range(len(history)), key=lambda i: (history[i]["nll_loss"], i)) if history else None
+    NLL; the first of equals. A NaN never is the best, as DPR's ``<`` never takes one: ranks that
+    are all NaN leave the best NLL's, and None when no validation is a number (an empty history
+    too). (DPR's test, ``loss < (best or loss + 1)``, takes any later validation after a best of
+    exactly 0.0; here 0.0 stays the best.)"""
+    def lowest(key: str, indices) -> int | None:
+        found = [i for i in indices if math.isfinite(history[i][key])]
+        return min(found, key=lambda i: (history[i][key], i)) if found else None
+
+    ranked = lowest("average_rank", [i for i, h in enumerate(history) if h["epoch"] >= start_epoch])
+    if ranked is not None:
+        return ranked
+    return lowest("nll_loss", [i for i, h in enumerate(history) if h["epoch"] < start_epoch])
 
 
 def _refuse_link(path: Path) -> None:
