@@ -14,7 +14,7 @@ from dcsr.attribution.analysis import fraction_of  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 from dcsr.evaluation.trec_eval import judged_depth  # noqa: E402
 from dcsr.fsutil import RESULTS_ENV, ResultsLocked, check_no_link_out, lock_results  # noqa: E402
-from dcsr.pipeline.config import json_arg, train_datasets  # noqa: E402
+from dcsr.pipeline.config import dev_datasets, json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
 from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
 from dcsr.pipeline.gpus import gpus_here_for_jobs as _gpus_here  # noqa: E402

@@ -33,12 +33,12 @@ rule export_encoder:
 
 
 # A model trained on a list of datasets (DCSR's Multi) trains on their training sets (BM25
-# negatives mined per dataset) and validates on their dev sets, each concatenated in list order.
+# negatives mined per dataset) and validates on their dev sets (or dev_on's), each concatenated in list order.
 rule merge_training_sets:
     input:
         train=lambda wc: [plan.training_file(d) for d in train_datasets(config["models"][wc.model])],
         # one dev set per file: DPR's recipe NQ + nq_train_hn1 shares NQ's dev set
-        dev=lambda wc: list(dict.fromkeys(plan.dataset_file(d, "dev") for d in train_datasets(config["models"][wc.model]))),
+        dev=lambda wc: list(dict.fromkeys(plan.dataset_file(d, "dev") for d in dev_datasets(config["models"][wc.model]))),
     output:
         train=MERGED_TRAIN,
         dev=MERGED_DEV,

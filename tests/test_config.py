@@ -98,6 +98,12 @@ def _validate(cfg, repo):
                                              "train_fraction": 0.5}), "models.multi.train_fraction", "single"),
         (lambda c: c["models"]["dpr"].update(train_on=["encyclopedia", "trivia"]),
          "attribution.families.DPR.encyclopedia", "several datasets"),
+        (lambda c: c["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia"],
+                                             "dev_on": ["trivia", "chat"]}), "models.multi.dev_on.1",
+         "'chat', which the model does not train on"),
+        (lambda c: c["models"]["dpr"].update(dev_on="trivia"), "models.dpr.dev_on", "does not train on"),
+        (lambda c: c["models"].update(plain={"method": "dpr", "init": "minilm", "dev_on": "trivia"}),
+         "models.plain.dev_on", "train_on: none"),
     ],
 )
 def test_variant_and_multi_errors_name_the_key(cfg, repo, mutate, key, problem):

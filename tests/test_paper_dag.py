@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dcsr.data.formats import read_biencoder
 from test_workflow import CI_TIMEOUT, dry_run_job_counts, run_bounded
 
 # The matrix of config/paper.yaml, table by table (the README's "Paper scale" lists it too).
@@ -190,6 +191,10 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
     # the models trained and encoded as DPR's and DCSR's code: every token type 0, their question text
     metas = [json.loads(p.read_text()) for p in (results / "models").glob("*/dcsr.json")]
     assert {(m["token_types"], m["question_text"]) for m in metas} == {("zeros", "dpr")}
+    # the Multi models validate on SQuAD's dev set alone (dev_on: squad), as DCSR's train_multiset.sh
+    squad_dev = [r["question"] for r in read_biencoder(work / "downloads" / "biencoder-squad1-dev.json.gz", False)]
+    for model in ("dpr-multi", "dcsr-multi"):
+        assert [r["question"] for r in read_biencoder(results / "train" / model / "dev.json", False)] == squad_dev, model
     # every pair of the matrix was searched and scored
     matrix = read_csv(results / "attribution" / "pair_matrix.csv")
     assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix

@@ -511,7 +511,8 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
     """An overlay on the default config with all four experiment-matrix features: a seeded half
     of the corpus and the first 100 passages of that half (a subset of a subset); encyclopedia
     over the half, trivia's dev questions as a test set, and those over the first 100; DPR and
-    DCSR trained on all three datasets at once; and the Appendix B table."""
+    DCSR trained on all three datasets at once (DCSR validated on trivia's dev set alone: dev_on);
+    and the Appendix B table."""
     over = {
         "corpora": {"demo-half": {"subset": {"of": "demo", "fraction": 0.5, "seed": 7}},
                     "demo-first": {"subset": {"of": "demo-half", "first": 100}}},
@@ -519,7 +520,8 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
                      "trivia-dev": {"corpus": "demo", "like": "trivia", "questions": "dev"},
                      "trivia-dev-first": {"corpus": "demo-first", "like": "trivia-dev"}},
         "models": {"dpr-multi": {"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia", "chat"]},
-                   "dcsr-multi": {"method": "dcsr", "init": "minilm", "train_on": ["encyclopedia", "trivia", "chat"]}},
+                   "dcsr-multi": {"method": "dcsr", "init": "minilm", "train_on": ["encyclopedia", "trivia", "chat"],
+                                  "dev_on": "trivia"}},  # as DCSR's Multi validates on SQuAD's dev set alone
         "tables": {"variants": {"title": "variants", "test_sets": ["encyclopedia-half", "trivia-dev", "trivia-dev-first"],
                                 "rows": [{"label": "BM25", "retriever": "bm25"},
                                          {"label": "DPR Multi", "question": "dpr-multi", "passage": "dpr-multi"},
@@ -566,7 +568,10 @@ def test_subsets_variants_and_multi_training_dag(repo, tmp_path):
             "--sentences results/sentences/demo/sentences.tsv")
     merge = command("merge_training_sets.py", "dpr-multi")
     assert ("--train results/bm25/negatives/encyclopedia-train.json results/bm25/negatives/trivia-train.json"
-            " results/bm25/negatives/chat-train.json --dev results/data/demo/encyclopedia-dev.json") in merge
+            " results/bm25/negatives/chat-train.json --dev results/data/demo/encyclopedia-dev.json"
+            " results/data/demo/trivia-dev.json results/data/demo/chat-dev.json --train-out") in merge
+    assert "/chat-train.json --dev results/data/demo/trivia-dev.json --train-out" in command("merge_training_sets.py",
+                                                                                             "dcsr-multi")
     for script in ("make_table1.py", "make_appendix_b.py"):
         spec = json.loads(command(script).split("--spec '")[1].split("' --paper")[0])
         assert [row["label"] for row in spec["rows"]] == ["encyclopedia", "trivia", "chat"]

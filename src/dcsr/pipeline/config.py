@@ -25,6 +25,15 @@ def train_datasets(model: dict) -> list[str]:
     return [on] if isinstance(on, str) else list(on)
 
 
+def dev_datasets(model: dict) -> list[str]:
+    """The datasets whose dev sets a model validates on: ``dev_on`` as a list, else those it
+    trains on (DCSR's Multi validates on SQuAD's alone: ``dev_on: squad``)."""
+    on = model.get("dev_on")
+    if on is None:
+        return train_datasets(model)
+    return [on] if isinstance(on, str) else list(on)
+
+
 def _follow(section: dict, name: str, key: str, sub: str | None, where) -> list[str]:
     """The chain ``name``, its ``key`` (``corpora.<c>.subset.of``, ``datasets.<d>.like``), ...;
     an undefined name or a cycle is an error naming ``where`` (the key of the first link)."""
@@ -173,6 +182,13 @@ def check_config(cfg: dict) -> None:
             if m.get("train_fraction", 1.0) != 1.0:
                 raise InputError(_key("models", name, "train_fraction"), "a fraction of a training set needs a single "
                                  "train_on dataset, not a list")
+        if "dev_on" in m:
+            listed = not isinstance(m["dev_on"], str)
+            for i, ds in enumerate(dev_datasets(m)):
+                if ds not in on:
+                    raise InputError(_key("models", name, "dev_on", *([i] if listed else [])),
+                                     f"names dataset {ds!r}, which the model does not train on "
+                                     f"(train_on: {', '.join(on) or 'none'}); it validates on dev sets of its own datasets")
         if "negatives_from" in m:
             check_negatives_from(models, name)
     for tname, table in cfg["tables"].items():
