@@ -262,13 +262,15 @@ def test_table1_counts_each_split_and_puts_the_papers_numbers_beside(tmp_path, r
 
     record = {"question": "q", "answers": ["a"], "positive_ctxs": [{"title": "t", "text": "a"}]}
     (tmp_path / "train.json").write_text(json.dumps([record] * 3 + [{**record, "positive_ctxs": []}]))
-    (tmp_path / "dev.json").write_text(json.dumps([record] * 2))
+    (tmp_path / "dev.json").write_text(json.dumps([record] * 2 + [{**record, "positive_ctxs": []}]))
     (tmp_path / "test.qa.csv").write_text('who?\t["a"]\nwhat?\t["b"]\n')
     sizes = dataset_sizes(tmp_path / "train.json", tmp_path / "dev.json", tmp_path / "test.qa.csv")
-    assert sizes == {"train": 4, "dev": 2, "test": 2}  # a record without a positive counts
+    # the paper's (DPR's) Train is "after filtering": a training record without a positive does not
+    # count (training leaves it out); dev and test as published, every question
+    assert sizes == {"train": 3, "dev": 3, "test": 2}
     write_dataset_sizes([("mine", "SQuAD", sizes), ("other", None, sizes)], repo / "config" / "paper_numbers.yaml",
                         tmp_path / "t1.csv", tmp_path / "t1.md")
     rows = {(r["row"], r["statistic"]): (r["ours"], r["paper"]) for r in csv.DictReader(open(tmp_path / "t1.csv"))}
-    assert rows[("mine", "train")] == ("4", "70096") and rows[("other", "test")] == ("2", "")
+    assert rows[("mine", "train")] == ("3", "70096") and rows[("other", "test")] == ("2", "")
     md = (tmp_path / "t1.md").read_text()
-    assert "| mine (ours) | 4 | 2 | 2 |" in md and "| SQuAD (paper) | 70,096 | 8,886 | 10,570 |" in md
+    assert "| mine (ours) | 3 | 3 | 2 |" in md and "| SQuAD (paper) | 70,096 | 8,886 | 10,570 |" in md

@@ -507,13 +507,16 @@ SPLITS = ("train", "dev", "test")
 
 
 def dataset_sizes(train_json: str | os.PathLike, dev_json: str | os.PathLike, test_qas: str | os.PathLike) -> dict:
-    """``{"train", "dev", "test"}``: the questions of a dataset's three files (every record of the
-    train and dev JSON, those without a positive included, as the paper counts them)."""
+    """``{"train", "dev", "test"}``: the questions of a dataset's three files, as the paper's
+    Table 1 (DPR's) counts them: "Train" after filtering (the records with a positive passage, the
+    ones training reads), dev and test as published (every record of the dev JSON; DPR's NQ dev
+    JSON holds only its 6,515 questions with a positive, where the table's 8,757 is the whole dev
+    set)."""
     from dcsr.attribution.analysis import count_records
-    from dcsr.data.formats import iter_qas
+    from dcsr.data.formats import iter_biencoder, iter_qas
 
-    return {"train": count_records(train_json), "dev": count_records(dev_json),
-            "test": sum(1 for _ in iter_qas(test_qas))}
+    return {"train": sum(1 for r in iter_biencoder(train_json, require_positive=False) if r["positive_ctxs"]),
+            "dev": count_records(dev_json), "test": sum(1 for _ in iter_qas(test_qas))}
 
 
 def write_dataset_sizes(rows: Sequence[tuple[str, str | None, dict]], paper_numbers: str | os.PathLike, out_csv,
