@@ -132,7 +132,7 @@ rule prepare_squad_dataset:
 
 # A subset of another corpus (config: corpora.<name>.subset): its first N passages, or a
 # seeded random sample of an exact size, ids and order kept. Gold passages are not forced in
-# (the DCSR paper's 1/20 sample did not keep them). The source is streamed, never loaded.
+# (the DCSR paper's first 0.1M and 1.05M passages did not keep them). The source is streamed, never loaded.
 rule subset_corpus:
     input:
         lambda wc: plan.corpus_tsv(config["corpora"][wc.corpus]["subset"]["of"]),

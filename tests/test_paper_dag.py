@@ -29,8 +29,8 @@ MODELS = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + HARD + RECIPE + SAMPLING +
 # (passage encoder, corpus) pairs: the shard jobs of each pair are its corpus's shards
 ON_WIKI = set(SINGLE["dpr"] + SINGLE["dcsr"] + MULTI + ["dpr-nq-dprhard", "dcsr-nq-dcsrhard", "dcsr-trivia-dcsrhard"] + RECIPE
               + DPR_PRIOR + DCSR_PRIOR + SWEEP)                      # Tables 2, 3, 7 (21M), 8; attribution
-ON_1OF20 = set(SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING + HARD)     # Tables 4, 5, 6
-ON_FIRST = {"dpr-nq", "dpr-trivia", "dcsr-nq", "dcsr-trivia"}        # Table 7, each of the two first-N corpora
+ON_1OF20 = set(SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING + HARD)     # Tables 4, 5, 6, 7 (1.05M: the same 1/20)
+ON_FIRST = {"dpr-nq", "dpr-trivia", "dcsr-nq", "dcsr-trivia"}        # Table 7, the first 0.1M
 
 
 def attribution_pairs(sweep=SWEEP):
@@ -53,21 +53,20 @@ def expected_runs():
     t4 = {(m, m, f"{m.split('-')[1]}-1of20") for m in SINGLE["dpr"] + SINGLE["dcsr"] + SAMPLING}
     t5 = {(m, m, f"{m.split('-')[1]}-1of20") for m in HARD + ["dpr-nq", "dpr-trivia"]}
     t6 = {(m, m, "trivia-1of20") for m in SINGLE["dpr"] + SINGLE["dcsr"]}
-    t7 = {(m, m, f"{m.split('-')[1]}-{size}") for m in ON_FIRST for size in ("first0.1m", "first1.05m")}
+    t7 = {(m, m, f"{m.split('-')[1]}-{size}") for m in ON_FIRST for size in ("first0.1m", "1of20")}  # 1.05M: t4's runs
     t7 |= {(m, m, m.split("-")[1]) for m in ON_FIRST}
     t8 = {(m, m, d) for m in ("dpr-squad", "dcsr-squad") for d in ("squad", "squad-dev")}
     return t2 | t3 | t4 | t5 | t6 | t7 | t8 | attribution_pairs()
 
 
-def shard_jobs(shards_wiki, shards_1of20, shards_first01, shards_first105):
-    return (len(ON_WIKI) * shards_wiki + len(ON_1OF20) * shards_1of20
-            + len(ON_FIRST) * (shards_first01 + shards_first105))
+def shard_jobs(shards_wiki, shards_1of20, shards_first01):
+    return len(ON_WIKI) * shards_wiki + len(ON_1OF20) * shards_1of20 + len(ON_FIRST) * shards_first01
 
 
 def check_counts(counts, shards):
     assert counts["download_resource"] == 17  # the corpus, 5 x (train, dev), NQ adv-hn, 5 test sets
-    assert counts["subset_corpus"] == 3 and counts["split_sentences"] == 4
-    assert counts["passage_store"] == 4  # one per corpus: runs are scored from it (wiki, 1/20, first 0.1M, 1.05M)
+    assert counts["subset_corpus"] == 2 and counts["split_sentences"] == 3
+    assert counts["passage_store"] == 3  # one per corpus: runs are scored from it (wiki, the 1/20 = first 1.05M, first 0.1M)
     assert counts["train_biencoder"] == len(MODELS) == 44
     assert counts["embed_questions"] == len(MODELS)  # every model is some table's or pair's question encoder
     assert counts["merge_training_sets"] == len(MULTI + RECIPE)
@@ -75,7 +74,7 @@ def check_counts(counts, shards):
     assert counts["sample_training_set"] == len(SWEEP)
     assert counts["make_dev_questions"] == 1  # SQuAD dev as a test set (Table 8)
     assert counts["search_bm25"] == counts["evaluate_topk"] == 5  # BM25 on the 5 test sets (Table 2, attribution)
-    assert counts["merge_runs"] == len(expected_runs()) == 545
+    assert counts["merge_runs"] == len(expected_runs()) == 541
     for rule in ("embed_shard", "index_shard", "search_shard"):
         assert counts[rule] == shard_jobs(*shards), rule
     assert counts["make_table"] == 7  # DCSR Tables 2-8
@@ -90,8 +89,8 @@ def test_paper_config_dry_run_is_the_experiment_matrix(repo, tmp_path):
     cfg = yaml.safe_load((repo / "config" / "paper.yaml").read_text())
     assert set(cfg["models"]) | set(SWEEP) == MODELS
     counts = dry_run_job_counts(repo, tmp_path, str(repo / "config" / "paper.yaml"))
-    # 21,015,324 passages at <= 1M per shard: 22; the 1/20 sample (1,050,766) and first 1.05M: 2; first 0.1M: 1
-    check_counts(counts, (22, 2, 1, 2))
+    # 21,015,324 passages at <= 1M per shard: 22; the 1/20, the first 1,050,768: 2; the first 0.1M: 1
+    check_counts(counts, (22, 2, 1))
     assert not (tmp_path / "downloads").exists()  # a dry run downloads nothing
 
 
@@ -126,7 +125,7 @@ def test_paper_mini_is_the_same_dag(repo, tmp_path):
     with fewer sweep models and their jobs only."""
     mini = [str(repo / "config" / "paper.yaml"), str(repo / "config" / "paper-mini.yaml")]
     counts = dry_run_job_counts(repo, tmp_path, *mini)
-    check_counts(counts, (1, 1, 1, 1))
+    check_counts(counts, (1, 1, 1))
     cut = dry_run_job_counts(repo, tmp_path, *mini, str(repo / "config" / "paper-mini-ci.yaml"))
     assert set(cut) == set(counts) and cut["total"] < 0.7 * counts["total"]
     fewer = len(SWEEP) - len(SWEEP_CI)
@@ -174,10 +173,16 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
     assert t2[("DCSR (Single)", "squad", "top20")]["paper"] == "63.7"
     t7 = {(r["row"], r["test_set"]) for r in read_csv(results / "tables" / "dcsr_table7.csv")}
     assert ("DPR 0.10M", "nq (nq-first0.1m)") in t7 and ("DCSR 21.0M", "trivia") in t7
+    # Table 7's 1.05M rows are Table 4's runs on the 1/20, the first 1.05M, as the paper's cells are equal
+    t4 = {(r["row"], r["test_set"], r["metric"]): r["ours"] for r in read_csv(results / "tables" / "dcsr_table4.csv")}
+    t7_cells = {(r["row"], r["test_set"], r["metric"]): r["ours"] for r in read_csv(results / "tables" / "dcsr_table7.csv")}
+    for metric in ("top20", "top100"):
+        assert t7_cells[("DPR 1.05M", "nq (nq-1of20)", metric)] == t4[("DPR", "nq (nq-1of20)", metric)] != ""
     # the subsets are the sizes the config asks for, ids in corpus order
     first = [line.split("\t")[0] for line in (results / "data" / "wiki-first0.1m" / "psgs_w100.tsv").read_text().splitlines()[1:]]
     assert first == [str(i) for i in range(1, 61)]
-    assert sum(1 for _ in open(results / "data" / "wiki-1of20" / "psgs_w100.tsv")) - 1 == 29  # 5% of 578
+    one20 = [line.split("\t")[0] for line in (results / "data" / "wiki-1of20" / "psgs_w100.tsv").read_text().splitlines()[1:]]
+    assert one20 == [str(i) for i in range(1, 291)]  # the miniature's 1/20: its first 1.05M, 290 of 578
     # DCSR-hard trained on negatives its own checkpoint mined, sentence-specific
     mined = json.loads((results / "negatives" / "dcsr-nq" / "nq-train.json").read_text())
     assert mined and all("sentence" in c for r in mined for c in r["hard_negative_ctxs"])
