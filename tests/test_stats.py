@@ -79,6 +79,23 @@ def test_bad_record_names_the_file(tmp_path):
     path.write_text('[{"question": "q", "answers": ["a"], "positive_ctxs": [{"title": "A"}]}]')
     with pytest.raises(InputError, match=r"bad\.json:1 \(record 0\): positive_ctxs\[0\] has no string 'text'"):
         questions_per_gold_passage(path)
+    path.write_text('[{"question": "q", "answers": ["a"], "positive_ctxs": [{"title": 7, "text": "a"}]}]')
+    with pytest.raises(InputError, match=r"bad\.json:1 \(record 0\): positive_ctxs\[0\] has a 'title' that is not a "
+                                         r"string: int"):
+        questions_per_gold_passage(path)
+
+
+def test_a_context_without_a_title_is_read_as_dpr_reads_it(tmp_path):
+    """DPR's JsonQADataset gives a context without "title" the title None, and encodes its text
+    alone: read here as the empty title, which tokenize_passages encodes the same way."""
+    from dcsr.data.formats import read_biencoder
+
+    path = tmp_path / "t.json"
+    path.write_text('[{"question": "q", "answers": ["a"], "positive_ctxs": [{"text": "a b", "passage_id": "3"}], '
+                    '"hard_negative_ctxs": [{"title": null, "text": "c"}]}]')
+    (record,) = read_biencoder(path)
+    assert record["positive_ctxs"] == [{"title": "", "text": "a b", "passage_id": "3"}]
+    assert record["hard_negative_ctxs"] == [{"title": "", "text": "c"}]
 
 
 def stats(n1, n2, n3, n4, q, p):

@@ -340,11 +340,15 @@ def iter_json_array(path: str | os.PathLike, chunk_size: int = 1 << 20) -> Itera
 def _check_ctx(ctx: object, where: str, key: str, i: int) -> dict:
     if not isinstance(ctx, dict):
         raise InputError(where, f"{key}[{i}] is not an object")
-    for field in ("title", "text"):
-        if not isinstance(ctx.get(field), str):
-            raise InputError(where, f"{key}[{i}] has no string '{field}'")
+    if not isinstance(ctx.get("text"), str):
+        raise InputError(where, f"{key}[{i}] has no string 'text'")
+    # a missing or null title is no title, as DPR's JsonQADataset reads it (ctx["title"] = None):
+    # the passage is then encoded as its text alone, as an empty title is
+    title = ctx.get("title")
+    if title is not None and not isinstance(title, str):
+        raise InputError(where, f"{key}[{i}] has a 'title' that is not a string: {type(title).__name__}")
     pid = ctx.get("passage_id", ctx.get("psg_id"))
-    out = {"title": ctx["title"], "text": ctx["text"]}
+    out = {"title": title or "", "text": ctx["text"]}
     if pid is not None:
         out["passage_id"] = str(pid)
     # sentence: the sentence-specific negative of a DCSR miner (dcsr.retrieval.mining)
