@@ -85,10 +85,10 @@ def _validate(cfg, repo):
         (lambda c: c["datasets"].update(v={"corpus": "demo", "like": "v"}), "datasets.v.like", "circle"),
         (lambda c: c["models"]["dpr"].update(train_on=["encyclopedia", "nq"]), "models.dpr.train_on.1", "nq"),
         (lambda c: (c["datasets"]["trivia"].update(match="regex"),
-                    c["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia"]})),
+                    c["models"].update(multi={"method": "dcsr", "init": "minilm", "train_on": ["encyclopedia", "trivia"]})),
          "models.multi.train_on", "mixes answer matching"),
         (lambda c: (c["datasets"].update(v={"corpus": "demo", "like": "chat", "match": "regex"}),
-                    c["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "v"]})),
+                    c["models"].update(multi={"method": "dcsr", "init": "minilm", "train_on": ["encyclopedia", "v"]})),
          "models.multi.train_on", "v: regex"),
         (lambda c: (c["corpora"].update(half={"subset": {"of": "demo", "fraction": 0.5}}),
                     c["datasets"].update(v={"corpus": "half", "like": "chat"}),
@@ -111,6 +111,14 @@ def test_variant_and_multi_errors_name_the_key(cfg, repo, mutate, key, problem):
     _validate(cfg, repo)  # the schema accepts them: the cross-check finds the fault
     with pytest.raises(InputError, match=f"config: {key.replace('.', '[.]')}: .*{problem}"):
         check_config(cfg)
+
+
+def test_a_dpr_multi_mixes_answer_matching_as_dprs_multiset(cfg):
+    """DPR's multiset trains on NQ, TriviaQA, WQ and CuratedTREC, whose answers are patterns: DPR's
+    training reads no answers, so only DCSR (which labels sentences with them) needs one matching."""
+    cfg["datasets"]["trivia"].update(match="regex")
+    cfg["models"].update(multi={"method": "dpr", "init": "minilm", "train_on": ["encyclopedia", "trivia"]})
+    check_config(cfg)
 
 
 def test_variants_inherit_match_paper_name_and_questions(cfg, repo):

@@ -78,7 +78,8 @@ def check_counts(counts, shards):
     for rule in ("embed_shard", "index_shard", "search_shard"):
         assert counts[rule] == shard_jobs(*shards), rule
     assert counts["make_table"] == 7  # DCSR Tables 2-8
-    assert counts["plot_validation"] == 8  # every training set: 5 datasets, nq-advhn, nq+trivia+squad, nq+nq-advhn
+    # every training set: 5 datasets, nq-advhn, nq+trivia+squad (DCSR's Multi), nq+trivia+wq+curated (DPR's), nq+nq-advhn
+    assert counts["plot_validation"] == 9
     for rule in ("make_table1", "make_appendix_b", "make_coverage_table", "collect_pair_matrix",
                  "make_attribution_table2", "make_attribution_table4", "plot_data_efficiency", "compare_families"):
         assert counts[rule] == 1, rule
@@ -191,15 +192,25 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
         assert read_csv(results / "tables" / f"{name}.csv"), name
         assert (results / "tables" / f"{name}.md").read_text().startswith("#"), name
     for fig in ("data_efficiency", "coverage", "attribution_marginals-DPR", "attribution_marginals-DCSR",
-                "pair_matrix-DPR", "validation-nq", "validation-nq+trivia+squad"):
+                "pair_matrix-DPR", "validation-nq", "validation-nq+trivia+squad", "validation-nq+trivia+wq+curated"):
         assert (results / "figures" / f"{fig}.png").stat().st_size > 1000, fig
     # the models trained and encoded as DPR's and DCSR's code: every token type 0, their question text
     metas = [json.loads(p.read_text()) for p in (results / "models").glob("*/dcsr.json")]
     assert {(m["token_types"], m["question_text"]) for m in metas} == {("zeros", "dpr")}
-    # the Multi models validate on SQuAD's dev set alone (dev_on: squad), as DCSR's train_multiset.sh
-    squad_dev = [r["question"] for r in read_biencoder(work / "downloads" / "biencoder-squad1-dev.json.gz", False)]
-    for model in ("dpr-multi", "dcsr-multi"):
-        assert [r["question"] for r in read_biencoder(results / "train" / model / "dev.json", False)] == squad_dev, model
+    # DCSR's Multi validates on SQuAD's dev set alone (dev_on: squad), as DCSR's train_multiset.sh;
+    # DPR's multiset model (NQ, Trivia, WQ, TREC) on its four dev sets
+    def dev_questions(*files):
+        return [r["question"] for f in files for r in read_biencoder(work / "downloads" / f, False)]
+
+    def merged_dev(model):
+        return [r["question"] for r in read_biencoder(results / "train" / model / "dev.json", False)]
+
+    assert merged_dev("dcsr-multi") == dev_questions("biencoder-squad1-dev.json.gz")
+    assert merged_dev("dpr-multi") == dev_questions(*(f"biencoder-{d}-dev.json.gz" for d in
+                                                      ("nq", "trivia", "webquestions", "curatedtrec")))
+    pool = [line for line in (results / "logs" / "train_biencoder" / "dpr-multi.log").read_text().splitlines()
+            if "4 training sets" in line]
+    assert pool and "one shuffled pool (multiset_batches: mixed" in pool[0], pool
     # every pair of the matrix was searched and scored
     matrix = read_csv(results / "attribution" / "pair_matrix.csv")
     assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix

@@ -254,6 +254,27 @@ def test_one_training_set_is_a_permutation_and_several_give_one_set_per_global_b
     assert not (_epoch_order(len(records), 7, 4, sources, 8) == order).all()
 
 
+def test_a_multi_file_trains_per_dataset_or_mixed_as_dprs_paper(tmp_path, tiny_bert, data):
+    """A Multi training file (its records name their set): per_dataset (the default, DCSR's code
+    and DPR's later MultiSetDataIterator) makes each global batch one set's, each set's partial
+    batch dropped (18 and 14 records in batches of 4: 4 + 3 steps); mixed (the code of DPR's
+    paper: every file in one shuffled pool) one permutation of all 32 (8 steps)."""
+    from dcsr.data.formats import SOURCE_KEY
+
+    train_json, dev_json = data
+    records = json.loads(train_json.read_text())
+    multi = tmp_path / "multi.json"
+    multi.write_text(json.dumps([{**r, SOURCE_KEY: "0:a" if i < 18 else "1:b"} for i, r in enumerate(records)]))
+    said = {}
+    for mode in ("per_dataset", "mixed"):
+        said[mode] = []
+        summary = train({**SMALL, "epochs": 1, "multiset_batches": mode}, multi, dev_json, str(tiny_bert),
+                        tmp_path / mode, tmp_path / f"ck-{mode}", log=said[mode].append)
+        assert summary["steps"] == {"per_dataset": 7, "mixed": 8}[mode]
+    assert any("2 training sets (0:a, 1:b): each global batch is one set's" in m for m in said["per_dataset"])
+    assert any("2 training sets (0:a, 1:b): one shuffled pool" in m for m in said["mixed"])
+
+
 def test_average_rank_from_its_start_epoch(tmp_path, tiny_bert, data):
     train_json, dev_json = data
     settings = {**SMALL, "epochs": 3, "val_av_rank_start_epoch": 1, "max_steps": 0}

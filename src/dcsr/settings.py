@@ -149,6 +149,10 @@ TRAIN: dict[str, Setting] = {
                                    "with the passages in proportion (chunk x passages / questions), to train a large "
                                    "batch in a chunk's memory with the same loss and gradients (0: off, one pass)",
                            low=0),
+    "multiset_batches": _s(str, "per_dataset", "a model trained on several datasets: per_dataset (every global batch "
+                                               "one dataset's, as DCSR's code and DPR's later MultiSetDataIterator) or "
+                                               "mixed (all records in one shuffled pool, as the code of DPR's paper)",
+                           choices=("per_dataset", "mixed")),
     "val_av_rank_hard_neg": _s(int, 30, "hard negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_other_neg": _s(int, 30, "other negatives per dev question for the average rank (DPR: 30)", low=0),
     "val_av_rank_max_qs": _s(int, 10000, "dev questions for the average rank (DPR: 10000)", low=0),

@@ -247,11 +247,13 @@ class Trainer:
         self.dev_records = self.builder.prepare_records(dev_records, str(self.dev_json), self.say)
         if not self.dev_records:
             raise InputError(str(self.dev_json), "the dev set has no usable records")
-        self.sources = _sources(self.records)  # several training sets: one per global batch, as DPR
+        # several training sets: one per global batch, as DPR's later code; mixed: one pool, as DPR's paper's
+        self.sources = _sources(self.records) if s.multiset_batches == "per_dataset" else None
         self.steps_per_epoch = _epoch_steps(len(self.records), self.sources, self.global_bs)  # partial batches dropped
-        if self.sources is not None:
-            self.say(f"{len(set(self.sources))} training sets ({', '.join(sorted(set(map(str, self.sources))))}): "
-                     "each global batch is one set's, as DPR's multi-set training")
+        if (sets := _sources(self.records)) is not None:
+            self.say(f"{len(set(sets))} training sets ({', '.join(sorted(set(map(str, sets))))}): "
+                     + ("each global batch is one set's, as DPR's multi-set training" if self.sources is not None else
+                        "one shuffled pool (multiset_batches: mixed, as the code of DPR's paper)"))
         if self.steps_per_epoch == 0:
             raise InputError(str(self.train_json), f"{len(self.records)} training records are fewer than one global "
                                                    f"batch ({s.batch_size} x {ctx.world} processes)")
