@@ -45,6 +45,22 @@ def test_csv_holds_the_plotted_numbers(tmp_path):
     assert [float(r["average_rank"]) for r in rows] == [3.5, 2.0, 3.0, 1.5, 1.0]
 
 
+def test_each_curve_says_how_many_candidates_its_accuracy_is_out_of(tmp_path):
+    """Appendix A compares accuracies at equal candidates a question (DPR against DCSR's "+1 BM25
+    random", 2 each): the legend and the CSV give each curve's; older or odd entries give none."""
+    from dcsr.evaluation.figures import curve_label
+
+    dcsr = [{**e, "candidates_per_question": 3.0} for e in DCSR]
+    assert curve_label("dcsr-squad", dcsr) == "dcsr-squad (3 a question)"
+    assert curve_label("dpr", [{**DPR[0], "candidates_per_question": 1.96875}]) == "dpr (1.97 a question)"
+    for odd in (None, "3", True, float("nan")):
+        assert curve_label("dpr", [{**DPR[0], "candidates_per_question": odd}]) == "dpr"
+    assert curve_label("dpr", DPR) == "dpr"
+    validation_curves_table([("DPR", DPR), ("DCSR", dcsr)], tmp_path / "squad.csv")
+    rows = list(csv.DictReader((tmp_path / "squad.csv").open()))
+    assert [r["candidates_per_question"] for r in rows] == ["", "", "3.0", "3.0", "3.0"]
+
+
 def test_empty_validation_is_an_error_naming_the_model_directory(tmp_path):
     d = model_dir(tmp_path, "dpr-nq", [])
     with pytest.raises(InputError, match="dpr-nq.*never validated"):

@@ -603,6 +603,9 @@ def test_validation_runs_with_the_unchanged_evaluate(tok, tiny_bert):
     # one sentence per negative passage (no in-passage fallback here): A: pos + in-passage + Rome +
     # Berlin; B: pos + Quito (no answer-free gold sentence); C: pos + in-passage + Oslo
     assert result["average_rank_passages"] == 4 + 2 + 3
+    # the in-batch accuracy's candidates, as training samples them: A and C a positive, an in-passage
+    # and a BM25 sentence, B (no answer-free gold sentence) a positive and two BM25 sentences
+    assert result["candidates_per_question"] == 3.0
 
 
 def test_validation_means_leave_out_a_question_its_first_positive_cannot_serve(tok, tiny_bert):

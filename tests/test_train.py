@@ -416,6 +416,7 @@ def test_validation_encodes_once_when_the_rank_reads_the_nll_samples(tmp_path, t
     monkeypatch.setattr(validation, "_same", lambda a, b: False)
     twice = evaluate(model, tokenizer, read_biencoder(dev_json), s)
     assert once == twice and once["average_rank_passages"] == 16 * 2
+    assert once["candidates_per_question"] == 2.0  # a positive and a hard negative each, as training
     assert encoded_once == 16 * 2 and sum(calls) == 2 * 16 * 2
     # with more negatives for the rank than for training, the samples differ: two encodings
     calls.clear()

@@ -18,7 +18,7 @@ from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
 
 VALIDATION_FILE = "validation.json"  # as dcsr.training.loop writes it
-CSV_HEADER = ["label", "epoch", "after_epoch", "step", "accuracy", "nll_loss", "average_rank"]
+CSV_HEADER = ["label", "epoch", "after_epoch", "step", "accuracy", "nll_loss", "average_rank", "candidates_per_question"]
 
 Curve = tuple[str, Sequence[dict]]  # (label, validation list)
 
@@ -52,6 +52,16 @@ def _checked(curves: Sequence[Curve]) -> list[Curve]:
     return list(curves)
 
 
+def curve_label(label: str, history: Sequence[dict]) -> str:
+    """A curve's legend: its label and, where its validations say it, how many passages (DCSR:
+    sentences) a dev question's positive is told apart from in its batch, on average: the
+    accuracies of two curves compare only at equal numbers (DCSR's Appendix A sets DPR against
+    "+1 BM25 random", 2 each: 256 in a batch of 128)."""
+    per = history[-1].get("candidates_per_question") if history else None
+    number = isinstance(per, (int, float)) and not isinstance(per, bool) and per == per
+    return f"{label} ({per:.3g} a question)" if number else label
+
+
 def plot_validation(curves: Sequence[Curve], out_png: str | os.PathLike, title: str) -> None:
     """Draw in-batch dev accuracy (%) after each epoch (1-based x axis), one line per curve,
     and write the PNG atomically. Uses the Agg canvas directly, so no display is needed."""
@@ -64,7 +74,7 @@ def plot_validation(curves: Sequence[Curve], out_png: str | os.PathLike, title: 
     ax = fig.add_subplot()
     for label, history in _checked(curves):
         ax.plot([v["epoch"] + 1 for v in history], [100.0 * v["accuracy"] for v in history], marker="o",
-                markersize=3, label=label)
+                markersize=3, label=curve_label(label, history))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch (validation after epoch N)")
     ax.set_ylabel("in-batch dev accuracy (%)")
@@ -85,4 +95,4 @@ def validation_curves_table(curves: Sequence[Curve], out_csv: str | os.PathLike)
         for label, history in _checked(curves):
             for v in history:
                 w.writerow([label, v["epoch"], v["epoch"] + 1, v.get("step", ""), v["accuracy"],
-                            v.get("nll_loss", ""), v.get("average_rank", "")])
+                            v.get("nll_loss", ""), v.get("average_rank", ""), v.get("candidates_per_question", "")])

@@ -87,7 +87,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     # negatives: a dev set without negatives, or val_av_rank_* equal to the training ones),
     # one encoding serves both: the same batches give the same vectors, at half the cost.
     shared = n_rank == n and _same(rank_samples, nll_samples)
-    losses, correct, scored = [], 0, 0  # scored: questions a builder did not skip (DCSR's first positive may be)
+    losses, correct, scored, candidates = [], 0, 0, 0  # scored: questions a builder did not skip (DCSR's first positive may be)
     q_parts, p_parts, t_parts, offset = [], [], [], 0
 
     def keep_for_rank(q_all: Tensor, p_all: Tensor, targets: Tensor) -> None:
@@ -105,6 +105,7 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
         losses.append(float(loss))
         correct += c
         scored += q_all.shape[0]
+        candidates += p_all.shape[0]
         if shared:
             keep_for_rank(q_all, p_all, targets)
         if bar:
@@ -133,6 +134,8 @@ def evaluate(model: BiEncoder, tokenizer, dev_records: Sequence[Mapping[str, Any
     return {
         "nll_loss": float(np.mean(losses)) if losses else float("nan"),
         "accuracy": correct / scored if scored else float("nan"),
+        # what the accuracy is out of: the passages (DCSR: sentences) a dev batch scores, per question
+        "candidates_per_question": candidates / scored if scored else float("nan"),
         "average_rank": (rank_sum / ranked if ranked else float("nan")) if average_rank else None,
         "questions": n,
         "average_rank_questions": n_rank,
