@@ -248,9 +248,10 @@ class Trainer:
         if not self.dev_records:
             raise InputError(str(self.dev_json), "the dev set has no usable records")
         # several training sets: one per global batch, as DPR's later code; mixed: one pool, as DPR's paper's
-        self.sources = _sources(self.records) if s.multiset_batches == "per_dataset" else None
+        sets = _sources(self.records)
+        self.sources = sets if s.multiset_batches == "per_dataset" else None
         self.steps_per_epoch = _epoch_steps(len(self.records), self.sources, self.global_bs)  # partial batches dropped
-        if (sets := _sources(self.records)) is not None:
+        if sets is not None:
             self.say(f"{len(set(sets))} training sets ({', '.join(sorted(set(map(str, sets))))}): "
                      + ("each global batch is one set's, as DPR's multi-set training" if self.sources is not None else
                         "one shuffled pool (multiset_batches: mixed, as the code of DPR's paper)"))
