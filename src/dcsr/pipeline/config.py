@@ -19,19 +19,21 @@ def _key(*parts) -> str:
     return "config: " + ".".join(str(p) for p in parts)
 
 
+def _dataset_list(value: str | list[str]) -> list[str]:
+    """A model's ``train_on`` or ``dev_on``, one dataset or a list of them, as a list."""
+    return [value] if isinstance(value, str) else list(value)
+
+
 def train_datasets(model: dict) -> list[str]:
     """The datasets a model trains on: ``train_on`` as a list (empty for an untrained model)."""
-    on = model.get("train_on", [])
-    return [on] if isinstance(on, str) else list(on)
+    return _dataset_list(model.get("train_on", []))
 
 
 def dev_datasets(model: dict) -> list[str]:
     """The datasets whose dev sets a model validates on: ``dev_on`` as a list, else those it
     trains on (DCSR's Multi validates on SQuAD's alone: ``dev_on: squad``)."""
     on = model.get("dev_on")
-    if on is None:
-        return train_datasets(model)
-    return [on] if isinstance(on, str) else list(on)
+    return train_datasets(model) if on is None else _dataset_list(on)
 
 
 def _follow(section: dict, name: str, key: str, sub: str | None, where) -> list[str]:
