@@ -53,6 +53,7 @@ rule evaluate_topk:
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        bad_patterns=plan.bad_pattern_args,
         gold=plan.gold_args,
     threads: 1
     resources:
@@ -63,7 +64,7 @@ rule evaluate_topk:
     shell:
         "python {params.script:q} --run {input.run:q} --questions {input.questions:q} --corpus {params.store:q}"
         " --metrics {output.metrics:q} --per-question {output.questions:q} --ks {params.ks:q}"
-        " --match {params.match:q} {params.gold:q} 2> {log:q}"
+        " --match {params.match:q} {params.bad_patterns:q} {params.gold:q} 2> {log:q}"
 
 
 # Answer-match qrels pooled over a table's runs of a test set (TREC pooling: each run's judged hits,

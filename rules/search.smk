@@ -94,6 +94,7 @@ rule merge_runs:
         hasans=plan.hasans_args,
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        bad_patterns=plan.bad_pattern_args,
         gold=plan.gold_args,
     threads: 1
     resources:
@@ -104,7 +105,7 @@ rule merge_runs:
     shell:
         "python {params.script:q} --output {output.run:q} --k {params.k:q} --tag {params.tag:q} {params.hasans:q}"
         " --questions {input.questions:q} --corpus {params.store:q} --metrics {output.metrics:q}"
-        " --per-question {output.questions:q} --ks {params.ks:q} --match {params.match:q} {params.gold:q}"
+        " --per-question {output.questions:q} --ks {params.ks:q} --match {params.match:q} {params.bad_patterns:q} {params.gold:q}"
         " --shard-stats {input.shard_stats:q} -- {params.hits:q} 2> {log:q}"
 
 
@@ -198,6 +199,7 @@ rule fuse_runs:
         k=config["search"]["k"],
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
         match=lambda wc: plan.match_type(wc.dataset),
+        bad_patterns=plan.bad_pattern_args,
         gold=plan.gold_args,
     threads: 1
     resources:
@@ -209,7 +211,7 @@ rule fuse_runs:
         "python {params.script:q} --bm25 {input.bm25:q} --dense {input.dense:q} --fusion {wildcards.fusion:q}"
         " {params.weight:q} --k {params.k:q} --output {output.run:q} --questions {input.questions:q}"
         " --corpus {params.store:q} --metrics {output.metrics:q} --per-question {output.questions:q}"
-        " --ks {params.ks:q} --match {params.match:q} {params.gold:q} 2> {log:q}"
+        " --ks {params.ks:q} --match {params.match:q} {params.bad_patterns:q} {params.gold:q} 2> {log:q}"
 
 
 # A passage encoder's index of a corpus for Pyserini's FaissSearcher (dcsr.retrieval.pyserini_export):

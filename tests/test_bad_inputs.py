@@ -401,7 +401,8 @@ CASES: dict[str, Case] = {
     "qas-regex-invalid": regex_case(
         "capital of France?\t['Paris']\ncapital of Germany?\t['Berl(in']\nhighest mountain?\t['Everest']\n",
         "{tmp}/qa.csv:2: answer 0 ('Berl(in') is not a valid regular expression (missing ) at position 7); a "
-        "pattern that does not compile never matches: fix it, or escape it (regex.escape) to match it as text"),
+        "pattern that does not compile never matches: fix it, or escape it (regex.escape) to match it as text "
+        "(or, for DPR's own files, set the dataset's bad_patterns: never_found, as DPR scores it)"),
     "qas-regex-matches-empty": regex_case(
         "capital of France?\t['Paris']\ncapital of Germany?\t['(Berlin)?']\nhighest mountain?\t['Everest']\n",
         "{tmp}/qa.csv:2: answer 0 ('(Berlin)?') matches the empty string, so it would be found in every passage; "

@@ -104,6 +104,10 @@ def _validate(cfg, repo):
         (lambda c: c["models"]["dpr"].update(dev_on="trivia"), "models.dpr.dev_on", "does not train on"),
         (lambda c: c["models"].update(plain={"method": "dpr", "init": "minilm", "dev_on": "trivia"}),
          "models.plain.dev_on", "train_on: none"),
+        (lambda c: c["datasets"]["trivia"].update(bad_patterns="never_found"), "datasets.trivia.bad_patterns",
+         "matched as string"),
+        (lambda c: c["datasets"].update(v={"corpus": "demo", "like": "chat", "bad_patterns": "refuse"}),
+         "datasets.v.bad_patterns", "matched as string"),
     ],
 )
 def test_variant_and_multi_errors_name_the_key(cfg, repo, mutate, key, problem):
@@ -124,16 +128,16 @@ def test_a_dpr_multi_mixes_answer_matching_as_dprs_multiset(cfg):
 def test_variants_inherit_match_paper_name_and_questions(cfg, repo):
     from dcsr.pipeline.config import dataset_match, dataset_questions, variant_root, variant_settings
 
-    cfg["datasets"]["trivia"].update(match="regex", paper_name="Trivia")
+    cfg["datasets"]["trivia"].update(match="regex", paper_name="Trivia", bad_patterns="never_found")
     cfg["datasets"].update(v={"corpus": "demo", "like": "trivia", "questions": "dev"},
-                           w={"corpus": "demo", "like": "v", "paper_name": "Own"})
+                           w={"corpus": "demo", "like": "v", "paper_name": "Own", "bad_patterns": "refuse"})
     _validate(cfg, repo)
     check_config(cfg)
     assert variant_root(cfg, "w") == "trivia"
     assert dataset_match(cfg, "w") == "regex" and dataset_questions(cfg, "w") == "dev"
     assert dataset_questions(cfg, "trivia") == "test"
-    assert variant_settings(cfg) == {"v": {"match": "regex", "paper_name": "Trivia"},
-                                     "w": {"match": "regex", "paper_name": "Own"}}
+    assert variant_settings(cfg) == {"v": {"match": "regex", "bad_patterns": "never_found", "paper_name": "Trivia"},
+                                     "w": {"match": "regex", "bad_patterns": "refuse", "paper_name": "Own"}}
 
 
 @pytest.mark.parametrize(

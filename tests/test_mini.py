@@ -16,6 +16,7 @@ import pytest
 
 from dcsr.data.answers import has_answer, tokens
 from dcsr.data.formats import iter_biencoder, iter_passages, iter_qas
+from dcsr.errors import InputError
 from dcsr.fixtures.mini import (DATASETS, MANIFEST, NQ_ADV_HN_FILE, answer_regex, build_paper_mini, file_names,
                        split_by_entity, summarize, write_mini_files, write_paper_mini)
 from dcsr.data.squad import squad_to_dpr
@@ -163,6 +164,20 @@ def test_curatedtrec_answers_are_regexes_matching_their_gold_passages(built):
         assert has_answer(q.answers, gold.text, "regex")
         # DCSR's positive sentence: the regex matches the sentence that states the fact.
         assert has_answer(q.answers, gold.sentences[q.source.sentence], "regex")
+
+
+def test_curatedtrec_test_file_has_one_pattern_dpr_never_finds_as_dprs_file(mini, built):
+    """DPR's CuratedTREC test file has patterns that do not compile under its NFD normalization
+    (an accented letter escaped): the miniature's first test question has one, the rest none."""
+    out, *_ = mini
+    path = out / next(d for d in DATASETS if d.name == "curatedtrec").files()["test"]
+    with pytest.raises(InputError, match=r"curatedtrec-test.qa.csv:1: answer 0 .* not a valid regular expression"):
+        list(iter_qas(path, "regex"))
+    never: list = []
+    written = list(iter_qas(path, "regex", "never_found", never))
+    assert [(where.rsplit(":", 1)[1], i) for where, i, _ in never] == [("1", 0)]
+    assert written[0].answers[0].startswith(built.questions["curatedtrec"]["test"][0].answers[0] + "|")
+    assert [qa.answers for qa in written[1:]] == [q.answers for q in built.questions["curatedtrec"]["test"][1:]]
 
 
 def test_answer_regex_allows_the_variants_it_states():

@@ -74,6 +74,9 @@ POSITIVE_TEXTS = ("whole", "kept")
 INPASSAGE_NEGATIVES = ("any", "not_adjacent")
 POSITIVE_MATCHES = ("tokens", "substring")
 MATCH_TYPES = ("string", "regex")
+#: What a regex test answer that does not compile does (dcsr.data.answers.check_patterns): stop the
+#: evaluation, or count as never found, as DPR's ``regex_match`` scores it.
+BAD_PATTERNS = ("refuse", "never_found")
 TOKEN_TYPES = ("pair", "zeros")  # dcsr.models.biencoder.BiEncoder
 QUESTION_TEXTS = ("raw", "dpr")  # dcsr.data.answers.encoder_question
 INDEX_GPU = ("auto", True, False, "torch")  # dcsr.retrieval.placement.place_index

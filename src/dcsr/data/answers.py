@@ -12,7 +12,7 @@ from functools import lru_cache
 import regex
 
 from dcsr.errors import InputError
-from dcsr.settings import MATCH_TYPES, QUESTION_TEXTS
+from dcsr.settings import BAD_PATTERNS, MATCH_TYPES, QUESTION_TEXTS
 
 # As DrQA's SimpleTokenizer: runs of letters/numbers/marks, or any other non-space character.
 _ALPHA_NUM = r"[\p{L}\p{N}\p{M}]+"
@@ -74,18 +74,39 @@ def _compile(pattern: str):
         return None  # as DPR: an answer that is not a valid regex never matches (check_patterns refuses it)
 
 
-def check_patterns(answers: list[str], where: str) -> None:
+def pattern_compiles(pattern: str) -> bool:
+    """Whether DPR's matching can search with the regex answer ``pattern`` (after its NFD
+    normalization): one that does not compile is never found."""
+    return _compile(pattern) is not None
+
+
+def check_patterns(answers: list[str], where: str, bad: str = "refuse") -> list[int]:
     """Every regex answer compiles and finds no empty match: DPR's matching scores a pattern that
     does not compile as never found (its question a miss, silently) and one that matches the
     empty string as found in every passage. An :class:`InputError` at ``where`` (the question's
-    file and line) names the answer."""
+    file and line) names the answer.
+
+    ``bad="never_found"`` lets a pattern that does not compile through, as DPR's
+    ``regex_match`` scores it: never found. DPR's CuratedTREC files hold such patterns: an
+    accented letter escaped (``P\\étain``, ``re.escape`` before Python 3.7), which DPR's NFD normalization
+    turns into an escaped ASCII letter, a bad escape (3 of the 694 test questions of
+    brmson/dataset-factoid-curated's ``large2180-test.tsv``, whose 694 questions DPR's test file
+    has). Returns the indices of those answers (empty with ``bad="refuse"``). An empty match
+    or a timeout is refused either way."""
+    if bad not in BAD_PATTERNS:
+        raise InputError("bad_patterns", f"unknown value {bad!r}; expected {' or '.join(BAD_PATTERNS)}")
+    never = []
     for i, answer in enumerate(answers):
         try:
             pattern = regex.compile(_normalize(answer), flags=_FLAGS)
         except regex.error as e:
+            if bad == "never_found":
+                never.append(i)
+                continue
             raise InputError(where, f"answer {i} ({answer!r}) is not a valid regular expression ({e}); a pattern "
                                     "that does not compile never matches: fix it, or escape it (regex.escape) "
-                                    "to match it as text") from None
+                                    "to match it as text (or, for DPR's own files, set the dataset's "
+                                    "bad_patterns: never_found, as DPR scores it)") from None
         try:
             empty = any(m.start() == m.end() for probe in _EMPTY_PROBES
                         for m in pattern.finditer(probe, timeout=REGEX_TIMEOUT))
@@ -94,6 +115,7 @@ def check_patterns(answers: list[str], where: str) -> None:
         if empty:
             raise InputError(where, f"answer {i} ({answer!r}) matches the empty string, so it would be found in "
                                     "every passage; make it match at least one character")
+    return never
 
 
 def has_answer(answers: list[str], text: str, match_type: str = "string") -> bool:

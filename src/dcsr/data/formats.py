@@ -442,11 +442,14 @@ def judged_by_qrels(path: str | os.PathLike) -> bool:
     return str(path).endswith(QUERIES_SUFFIX)
 
 
-def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
+def iter_qas(path: str | os.PathLike, match: str = "string", bad_patterns: str = "refuse",
+             never_found: list[tuple[str, int, str]] | None = None) -> Iterator[QA]:
     """Stream a DPR qas TSV: ``question<TAB>['answer', ...]`` per line, no header. Every
     question needs an answer (it could never be scored otherwise), and a file without any
     question is an error. With ``match="regex"`` (CuratedTREC) every answer must compile and
-    match no empty string (:func:`dcsr.data.answers.check_patterns`). A ``*.queries.tsv``
+    match no empty string (:func:`dcsr.data.answers.check_patterns`); with
+    ``bad_patterns="never_found"`` one that does not compile is let through, as DPR scores it,
+    and ``(file:line, answer index, answer)`` is appended to ``never_found``. A ``*.queries.tsv``
     (:data:`QUERIES_SUFFIX`) holds queries judged by qrels: its answer lists are empty."""
     qrels_judged = judged_by_qrels(path)
     n = 0
@@ -485,7 +488,9 @@ def iter_qas(path: str | os.PathLike, match: str = "string") -> Iterator[QA]:
                 raise InputError(at(path, line), str(e)) from None
             check_answers(answers, at(path, line))
             if match == "regex":
-                check_patterns(answers, at(path, line))
+                for i in check_patterns(answers, at(path, line), bad_patterns):
+                    if never_found is not None:
+                        never_found.append((at(path, line), i, answers[i]))
             n += 1
             yield QA(question, answers)
     if n == 0:

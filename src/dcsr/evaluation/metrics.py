@@ -16,12 +16,12 @@ import logging
 import os
 from typing import Sequence
 
-from dcsr.data.answers import PassageMatcher, PatternTimeout
+from dcsr.data.answers import PassageMatcher, PatternTimeout, pattern_compiles
 from dcsr.errors import InputError
 from dcsr.data.formats import iter_qas, judged_by_qrels
 from dcsr.data.passage_store import load_passages
 from dcsr.fsutil import atomic_open
-from dcsr.settings import SECTIONS
+from dcsr.settings import BAD_PATTERNS, SECTIONS
 from dcsr.data.runs import read_trec
 from dcsr.evaluation.trec_eval import judged_depth
 
@@ -71,6 +71,9 @@ def add_scoring_arguments(ap, required: bool = True) -> None:
     ap.add_argument("--per-question", default=None, help="and every question's hits (JSONL)")
     ap.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)))
     ap.add_argument("--match", choices=["string", "regex"], default="string")
+    ap.add_argument("--bad-patterns", choices=BAD_PATTERNS, default="refuse",
+                    help="with --match regex: a test answer that does not compile stops the scoring (refuse) or is "
+                         "never found, as DPR scores it (never_found)")
     ap.add_argument("--gold", default=None, help="DPR dev JSON whose questions these are: MRR, nDCG and recall against "
                                                  "its gold passages too")
     ap.add_argument("--qrels", default=None, help="a BEIR test set's qrels (original ids, trec_eval's format): the run "
@@ -90,7 +93,7 @@ def score_from_arguments(a, run_trec: str | os.PathLike, about: dict | None = No
         return evaluate_qrels_run(run_trec, a.questions, a.qrels, a.query_ids, a.doc_ids, a.metrics, a.per_question,
                                   ks=ks, about=about)
     return evaluate_run(run_trec, a.questions, a.corpus, a.metrics, a.per_question,
-                        ks=ks, match_type=a.match, about=about, gold_json=a.gold)
+                        ks=ks, match_type=a.match, about=about, gold_json=a.gold, bad_patterns=a.bad_patterns)
 
 
 def check_run_covers(run: dict, n_questions: int, run_trec, qas_path) -> None:
@@ -169,7 +172,7 @@ def evaluate_qrels_run(run_trec: str | os.PathLike, queries_path: str | os.PathL
 def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpus_tsv: str | os.PathLike,
                  out_metrics: str | os.PathLike, out_questions: str | os.PathLike | None = None,
                  ks: Sequence[int] = DEFAULT_KS, match_type: str = "string", about: dict | None = None,
-                 gold_json: str | os.PathLike | None = None) -> dict:
+                 gold_json: str | os.PathLike | None = None, bad_patterns: str = "refuse") -> dict:
     """Score a run; writes metrics JSON (and per-question JSONL) and returns the metrics.
 
     ``corpus_tsv`` is the DPR passage TSV, or its passage store directory
@@ -178,11 +181,21 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
 
     Beside top-k, with ``gold_json`` (the DPR dev JSON whose questions are the test set, in order)
     ``trec_eval_gold`` holds MRR@10, nDCG@10 and recall@20/100 against its gold passages
-    (:mod:`dcsr.evaluation.trec_eval`)."""
+    (:mod:`dcsr.evaluation.trec_eval`).
+
+    With ``match_type="regex"``, ``bad_patterns`` says what an answer that does not compile does
+    (:func:`dcsr.data.answers.check_patterns`): stop here (``refuse``), or count as never found
+    (``never_found``, as DPR's code scores it); then each is named in the log, and the metrics'
+    ``regex`` holds how many answers and how many questions (those without an answer that
+    compiles, a miss for every run) there are."""
     if judged_by_qrels(qas_path):
         raise InputError(str(qas_path), "holds queries judged by qrels (a BEIR test set), which have no answers: "
                                         "score its runs against the qrels (--qrels, --query-ids, --doc-ids)")
-    qas = list(iter_qas(qas_path, match_type))  # regex answers compiled and checked here, before any work
+    never_found: list[tuple[str, int, str]] = []
+    qas = list(iter_qas(qas_path, match_type, bad_patterns, never_found))  # regex answers checked here, before any work
+    for where, i, answer in never_found:
+        log.warning("%s: answer %d (%r) is not a valid regular expression: never found, as DPR's code scores it",
+                    where, i, answer)
     run = read_trec(run_trec)
     check_run_covers(run, len(qas), run_trec, qas_path)
     depth = judged_depth(ks)  # the per-question results are judged to the pooled measures' cutoff too
@@ -206,6 +219,10 @@ def evaluate_run(run_trec: str | os.PathLike, qas_path: str | os.PathLike, corpu
         flags.append(found)
     ranks = first_hit_ranks(flags)
     metrics = {"questions": len(qas), "match": match_type, **(about or {}), **topk_recall(ranks, ks)}
+    if match_type == "regex":
+        hopeless = sum(1 for qa in qas if not any(pattern_compiles(a) for a in qa.answers))
+        metrics["regex"] = {"bad_patterns": bad_patterns, "answers_never_found": len(never_found),
+                            "questions_never_found": hopeless}
     metrics.update(standard_measures(run, gold_json))
     _write_results(out_metrics, metrics, out_questions,
                    ({"qid": q, "question": qa.question, "answers": qa.answers, "first_hit": ranks[q],

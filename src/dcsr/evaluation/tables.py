@@ -218,6 +218,15 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         lines.append("- Dense weight: a hybrid row's weight w of linear fusion, w x dense + (1 - w) x BM25 of "
                      "min-max normalized scores, chosen on the dev questions of the test set's dataset "
                      "(dcsr.retrieval.fusion); RRF rows have none.")
+    never = {}  # test set -> (questions no run can find, answers that do not compile, questions)
+    for r in rows:
+        rx = r.metrics.get("regex") or {}
+        if rx.get("answers_never_found"):
+            never[r.test_set] = (rx.get("questions_never_found", 0), rx["answers_never_found"], r.metrics.get("questions"))
+    for test_set, (hopeless, answers, n) in sorted(never.items()):
+        lines.append(f"- {md_line(test_set)}: {answers} answer pattern(s) do not compile after DPR's NFD normalization "
+                     f"and are never found, as DPR's code scores them (`bad_patterns: never_found`; the scoring jobs' "
+                     f"logs name them); {hopeless} of its {_fmt(n)} questions have no other answer, so every run misses them.")
     for n in notes:
         lines.append(f"- {n}")
     with atomic_open(out_md, "w", encoding="utf-8") as fh:

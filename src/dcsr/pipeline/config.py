@@ -75,12 +75,13 @@ def dataset_questions(cfg: dict, dataset: str) -> str:
 
 
 def variant_settings(cfg: dict) -> dict[str, dict]:
-    """``{variant: {match, paper_name}}``: what a ``like`` dataset takes from the dataset it is
-    like, unless it gives it itself (a variant of NQ over a subset corpus is still NQ in a table)."""
+    """``{variant: {match, bad_patterns, paper_name}}``: what a ``like`` dataset takes from the
+    dataset it is like, unless it gives it itself (a variant of NQ over a subset corpus is still NQ
+    in a table)."""
     out = {}
     for name, ds in cfg["datasets"].items():
         if "like" in ds:
-            inherited = {k: _inherited(cfg, name, k) for k in ("match", "paper_name")}
+            inherited = {k: _inherited(cfg, name, k) for k in ("match", "bad_patterns", "paper_name")}
             out[name] = {k: v for k, v in inherited.items() if v is not None}
     return out
 
@@ -164,6 +165,10 @@ def check_config(cfg: dict) -> None:
             raise InputError(_key("datasets", name, "squad"), "the corpus's own name is its dataset of all questions "
                                                                "(squad: true); name a group of articles otherwise")
         check_beir_dataset(cfg, name)
+        if "bad_patterns" in ds and dataset_match(cfg, name) != "regex":
+            raise InputError(_key("datasets", name, "bad_patterns"), "says what a regex answer that does not compile "
+                             f"does, but the dataset's answers are matched as {dataset_match(cfg, name)} (match: regex, "
+                             "or remove bad_patterns)")
     for name, m in models.items():
         check_init(m["init"], encoders, name)
         on = train_datasets(m)

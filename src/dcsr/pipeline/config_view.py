@@ -359,6 +359,13 @@ class ConfigView:
     def match_type(self, dataset):
         return self.dataset_cfg(dataset).get("match", "string")
 
+    def bad_pattern_args(self, wc):
+        """What a run's scoring does with a regex answer that does not compile: nothing to say for
+        ``refuse`` (the default: it stops the scoring); ``--bad-patterns never_found`` where the
+        dataset's ``bad_patterns`` says so (DPR's own scoring, for DPR's CuratedTREC files)."""
+        value = self.dataset_cfg(wc.dataset).get("bad_patterns", "refuse")
+        return [] if value == "refuse" else ["--bad-patterns", value]
+
     def store_inputs(self, wc):
         """The corpus's passage store: a run's passages are read from it to score the run, and an
         embedding shard's rows to embed them."""
