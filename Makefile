@@ -39,7 +39,7 @@ PYSERINI ?= $(shell sed -n 's/^pyserini==//p' $(CONSTRAINTS))
 lock:
 	rm -rf $(LOCK_VENV)
 	$(call INSTALL_INTO,$(LOCK_VENV),,==$(PYSERINI))
-	{ sed -n '/^#/p' $(CONSTRAINTS); $(LOCK_VENV)/bin/pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > $(CONSTRAINTS).new
+	set -o pipefail; { sed -n '/^#/p' $(CONSTRAINTS) && $(LOCK_VENV)/bin/pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
 

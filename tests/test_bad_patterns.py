@@ -48,8 +48,22 @@ def test_curatedtrec_patterns_that_dpr_never_finds(pattern):
         check_patterns([pattern], "qa.csv:7", "skip")
 
 
+def test_a_pattern_only_regex_compiles_is_one_dpr_never_finds():
+    """DPR compiles with ``re``; ``\\p{L}`` is ``regex``'s alone: DPR never finds such a pattern,
+    and neither does our matching (it is refused, or never found, as one that does not compile)."""
+    pattern = "\\p{L}+ Laval"
+    with pytest.raises(re.error):
+        re.compile(pattern)
+    assert not dpr_regex_match("Pierre Laval", pattern)
+    assert not pattern_compiles(pattern) and not has_answer([pattern], "Pierre Laval", "regex")
+    with pytest.raises(InputError, match="is not a valid regular expression"):
+        check_patterns([pattern], "qa.csv:3")
+    assert check_patterns([pattern], "qa.csv:3", "never_found") == [0]
+
+
 def _files(tmp_path):
-    write_corpus(tmp_path / "c.tsv", [Passage(1, "Philippe Pétain led Vichy France.", "Vichy"),
+    # passage 1 holds what the pattern's valid alternatives (Laval, Petain) would find: DPR finds none of it
+    write_corpus(tmp_path / "c.tsv", [Passage(1, "Pierre Laval and Philippe Petain led Vichy France.", "Vichy"),
                                       Passage(2, "Snezka is the highest mountain of the Czech Republic.", "Snezka"),
                                       Passage(3, "Paris is the capital of France.", "Paris")])
     write_qas(tmp_path / "q.csv", [QA("Who was the president of Vichy France?", [CURATED[1]]),
@@ -66,9 +80,12 @@ def test_never_found_scores_as_dpr_and_says_so(tmp_path, caplog):
     assert not (tmp_path / "m.json").exists()
     with caplog.at_level(logging.WARNING, logger="dcsr.evaluation.metrics"):
         m = evaluate_run(tmp_path / "r.trec", tmp_path / "q.csv", tmp_path / "c.tsv", tmp_path / "m.json",
-                         ks=(1,), match_type="regex", bad_patterns="never_found")
+                         tmp_path / "q.jsonl", ks=(1,), match_type="regex", bad_patterns="never_found")
     # question 0 is never found though passage 1 names Pétain; question 1 by its other answer
-    assert not dpr_regex_match("Philippe Pétain led Vichy France.", CURATED[1])  # DPR: a miss too
+    assert not dpr_regex_match("Pierre Laval and Philippe Petain led Vichy France.", CURATED[1])  # DPR: a miss too
+    assert re.search(CURATED[1].split("|Marshal")[0], "Pierre Laval and Philippe Petain led Vichy France.")
+    per_question = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert [q["first_hit"] for q in per_question] == [None, 1, 1]
     assert m["top1"] == pytest.approx(200 / 3)
     assert m["regex"] == {"bad_patterns": "never_found", "answers_never_found": 2, "questions_never_found": 1}
     assert json.loads((tmp_path / "m.json").read_text())["regex"] == m["regex"]

@@ -138,6 +138,10 @@ def test_variants_inherit_match_paper_name_and_questions(cfg, repo):
     assert dataset_questions(cfg, "trivia") == "test"
     assert variant_settings(cfg) == {"v": {"match": "regex", "bad_patterns": "never_found", "paper_name": "Trivia"},
                                      "w": {"match": "regex", "bad_patterns": "refuse", "paper_name": "Own"}}
+    # a variant that matches its answers as strings takes no bad_patterns from a regex dataset
+    cfg["datasets"]["s"] = {"corpus": "demo", "like": "trivia", "match": "string"}
+    check_config(cfg)
+    assert variant_settings(cfg)["s"] == {"match": "string", "paper_name": "Trivia"}
 
 
 @pytest.mark.parametrize(

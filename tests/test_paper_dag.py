@@ -218,6 +218,8 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
     for path in curated:
         assert json.loads(path.read_text())["regex"] == {"bad_patterns": "never_found", "answers_never_found": 1,
                                                          "questions_never_found": 1}, path
+        first = json.loads(path.with_suffix(".questions.jsonl").read_text().splitlines()[0])
+        assert first["first_hit"] is None, path  # whatever the run retrieved
     bm25_log = (results / "logs" / "evaluate_topk" / "wiki" / "bm25" / "bm25" / "curated.log").read_text()
     assert "curatedtrec-test.qa.csv:1: answer 0 (" in bm25_log and "never found, as DPR's code scores it" in bm25_log
     # every pair of the matrix was searched and scored

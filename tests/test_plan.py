@@ -236,3 +236,18 @@ def test_a_table_or_ledger_on_a_tiny_random_encoder_says_it_tests_plumbing(tiny_
     note = ci.table_notes("dpr_dcsr")
     assert len(note) == 1 and "test the pipeline's plumbing, not retrieval quality" in note[0] and "dcsr-chat" in note[0]
     assert ci.claims_notes() and "dpr-trivia" in ci.claims_notes()[0]
+
+
+def test_a_regex_dataset_scores_its_bad_patterns_as_set_and_its_variants_too():
+    """``bad_patterns`` reaches the scoring of the dataset, of a ``like`` variant and of the
+    ``.dev`` variant DCSR's HasAns temperature is chosen on; nothing is passed for ``refuse``."""
+    cfg = load("config.yaml")
+    cfg["datasets"]["squad-a"].update(match="regex", bad_patterns="never_found")
+    cfg["datasets"]["squad-a-v"] = {"corpus": "squad", "like": "squad-a"}
+    plan = Plan(copy.deepcopy(cfg), basedir=REPO)
+    assert "squad-a.dev" in plan.config["datasets"]
+    for dataset in ("squad-a", "squad-a-v", "squad-a.dev"):
+        assert plan.bad_pattern_args(Wildcards(dataset=dataset)) == ["--bad-patterns", "never_found"], dataset
+    assert plan.bad_pattern_args(Wildcards(dataset="squad-b")) == []
+    cfg["datasets"]["squad-a"]["bad_patterns"] = "refuse"
+    assert Plan(copy.deepcopy(cfg), basedir=REPO).bad_pattern_args(Wildcards(dataset="squad-a.dev")) == []

@@ -61,6 +61,13 @@ def check(kind: str, path: Path, tmp: Path) -> dict:
         dpr_never = [a for qa in qas for a in qa.answers if not dpr_compiles(a)]
         out["dpr_never_compiles"] = len(dpr_never)
         out["same_as_dpr"] = sorted(dpr_never) == sorted(x["answer"] for x in out["answers_never_found"])
+        # an escaped accented letter that NFD makes a valid escape (\á: \a, a bell; \ñ: \n): the
+        # pattern compiles, and that alternative never matches, in DPR's code as here, without a word
+        out["escaped_accent_that_compiles"] = [
+            {"line": n, "answer": a} for n, qa in enumerate(qas, 1) for a in qa.answers
+            if dpr_compiles(a) and any(unicodedata.normalize("NFD", c)[0].isascii()
+                                       and unicodedata.normalize("NFD", c)[0].isalpha()
+                                       for c in re.findall(r"\\([^\x00-\x7f])", a))]
     return out
 
 

@@ -6,6 +6,7 @@ regular expressions and use ``match_type="regex"``.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -66,12 +67,28 @@ class PatternTimeout(InputError):
                          "(a+)+$); rewrite the pattern")
 
 
+#: DPR's flags for ``re`` (``regex_match``), the same as :data:`_FLAGS`.
+_RE_FLAGS = re.IGNORECASE | re.UNICODE | re.MULTILINE
+
+
+def _compile_problem(normalized: str) -> str | None:
+    """Why the NFD-normalized regex answer does not compile, with ``regex`` (which searches here,
+    with a time limit) or with DPR's ``re`` (a pattern only one of them takes, as ``\\p{L}``, is
+    one DPR never finds); None when both compile it."""
+    try:
+        regex.compile(normalized, flags=_FLAGS)
+        re.compile(normalized, _RE_FLAGS)
+    except (regex.error, re.error, OverflowError, RecursionError, ValueError) as e:
+        return str(e)
+    return None
+
+
 @lru_cache(maxsize=4096)
 def _compile(pattern: str):
-    try:
-        return regex.compile(_normalize(pattern), flags=_FLAGS)
-    except regex.error:
-        return None  # as DPR: an answer that is not a valid regex never matches (check_patterns refuses it)
+    normalized = _normalize(pattern)
+    if _compile_problem(normalized) is not None:
+        return None  # as DPR: an answer that is not a valid regex never matches (check_patterns says so)
+    return regex.compile(normalized, flags=_FLAGS)
 
 
 def pattern_compiles(pattern: str) -> bool:
@@ -87,26 +104,28 @@ def check_patterns(answers: list[str], where: str, bad: str = "refuse") -> list[
     file and line) names the answer.
 
     ``bad="never_found"`` lets a pattern that does not compile through, as DPR's
-    ``regex_match`` scores it: never found. DPR's CuratedTREC files hold such patterns: an
-    accented letter escaped (``P\\étain``, ``re.escape`` before Python 3.7), which DPR's NFD normalization
-    turns into an escaped ASCII letter, a bad escape (3 of the 694 test questions of
-    brmson/dataset-factoid-curated's ``large2180-test.tsv``, whose 694 questions DPR's test file
-    has). Returns the indices of those answers (empty with ``bad="refuse"``). An empty match
-    or a timeout is refused either way."""
+    ``regex_match`` scores it: never found. DPR's CuratedTREC test file likely holds such
+    patterns: an accented letter escaped (``P\\étain``, ``re.escape`` before Python 3.7), which
+    DPR's NFD normalization turns into an escaped ASCII letter, mostly a bad escape (3 of the 694
+    test questions of brmson/dataset-factoid-curated's ``large2180-test.tsv`` in its last
+    version; ``\\á`` and ``\\ñ`` become ``\\a`` and ``\\n``, which compile to other characters, so
+    such an alternative never matches without a word, in DPR's code as here). Returns the
+    indices of those answers (empty with ``bad="refuse"``). An empty match or a timeout is
+    refused either way."""
     if bad not in BAD_PATTERNS:
         raise InputError("bad_patterns", f"unknown value {bad!r}; expected {' or '.join(BAD_PATTERNS)}")
     never = []
     for i, answer in enumerate(answers):
-        try:
-            pattern = regex.compile(_normalize(answer), flags=_FLAGS)
-        except regex.error as e:
+        problem = _compile_problem(_normalize(answer))
+        if problem is not None:
             if bad == "never_found":
                 never.append(i)
                 continue
-            raise InputError(where, f"answer {i} ({answer!r}) is not a valid regular expression ({e}); a pattern "
-                                    "that does not compile never matches: fix it, or escape it (regex.escape) "
+            raise InputError(where, f"answer {i} ({answer!r}) is not a valid regular expression ({problem}); a "
+                                    "pattern that does not compile never matches: fix it, or escape it (regex.escape) "
                                     "to match it as text (or, for DPR's own files, set the dataset's "
                                     "bad_patterns: never_found, as DPR scores it)") from None
+        pattern = _compile(answer)
         try:
             empty = any(m.start() == m.end() for probe in _EMPTY_PROBES
                         for m in pattern.finditer(probe, timeout=REGEX_TIMEOUT))

@@ -82,6 +82,8 @@ def variant_settings(cfg: dict) -> dict[str, dict]:
     for name, ds in cfg["datasets"].items():
         if "like" in ds:
             inherited = {k: _inherited(cfg, name, k) for k in ("match", "bad_patterns", "paper_name")}
+            if inherited["match"] != "regex" and "bad_patterns" not in ds:
+                inherited["bad_patterns"] = None  # a variant matched as strings has no patterns
             out[name] = {k: v for k, v in inherited.items() if v is not None}
     return out
 
