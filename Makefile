@@ -1,6 +1,7 @@
 # make demo  : install everything into .venv, then run the default pipeline end to end
 # make test  : install (if needed), then run the test suite (unit + lint + a real tiny pipeline)
 # make paper-mini : the paper configs' whole DAG on miniature DPR files served from 127.0.0.1
+# make lock : constraints.txt moved to the newest versions pyproject.toml allows (then make test)
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
