@@ -116,16 +116,15 @@ def check_patterns(answers: list[str], where: str, bad: str = "refuse") -> list[
         raise InputError("bad_patterns", f"unknown value {bad!r}; expected {' or '.join(BAD_PATTERNS)}")
     never = []
     for i, answer in enumerate(answers):
-        problem = _compile_problem(_normalize(answer))
-        if problem is not None:
+        pattern = _compile(answer)
+        if pattern is None:
             if bad == "never_found":
                 never.append(i)
                 continue
-            raise InputError(where, f"answer {i} ({answer!r}) is not a valid regular expression ({problem}); a "
-                                    "pattern that does not compile never matches: fix it, or escape it (regex.escape) "
-                                    "to match it as text (or, for DPR's own files, set the dataset's "
-                                    "bad_patterns: never_found, as DPR scores it)") from None
-        pattern = _compile(answer)
+            raise InputError(where, f"answer {i} ({answer!r}) is not a valid regular expression "
+                                    f"({_compile_problem(_normalize(answer))}); a pattern that does not compile "
+                                    "never matches: fix it, or escape it (regex.escape) to match it as text (or, for "
+                                    "DPR's own files, set the dataset's bad_patterns: never_found, as DPR scores it)")
         try:
             empty = any(m.start() == m.end() for probe in _EMPTY_PROBES
                         for m in pattern.finditer(probe, timeout=REGEX_TIMEOUT))
