@@ -9,6 +9,8 @@ The inputs, from public repositories (their commits are in benchmarks/real-answe
   --curatedtrec  brmson/dataset-factoid-curated TSVs (id, type, question, pattern), e.g. large2180-test.tsv
   --nq-open      google-research-datasets/natural-questions nq_open/NQ-open.dev.jsonl (DPR's nq-test)
   --webquestions brmson/dataset-factoid-webquestions main/*.json (qId, answers, qText)
+  --squad        SQuAD v1.1 JSON (DPR's squad1-test is SQuAD v1.1's dev set, each question with the
+                 texts of all its answers), e.g. ../shared/data/squad1.1-dev-public.json
 """
 
 import argparse
@@ -22,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks_common import emit  # noqa: E402
 
+from dcsr.data.answers import tokens  # noqa: E402
 from dcsr.data.formats import QA, iter_qas, write_qas  # noqa: E402
 from dcsr.errors import InputError  # noqa: E402
 
@@ -41,6 +44,10 @@ def read_source(kind: str, path: Path) -> list[QA]:
         return [QA(r[2], [r[3]]) for r in rows]
     if kind == "nq-open":
         return [QA(r["question"], r["answer"]) for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
+    if kind == "squad":
+        return [QA(qa["question"], [a["text"] for a in qa["answers"]])
+                for art in json.loads(path.read_text(encoding="utf-8"))["data"]
+                for par in art["paragraphs"] for qa in par["qas"]]
     return [QA(r["qText"], r["answers"]) for r in json.loads(path.read_text(encoding="utf-8"))]
 
 
@@ -54,6 +61,10 @@ def check(kind: str, path: Path, tmp: Path) -> dict:
         out["read_by_default"] = sum(1 for _ in iter_qas(qa_file, match))
     except InputError as e:
         out["read_by_default"] = f"refused: {e}"
+    if match == "string":  # DPR matches an answer with no token in every passage
+        out["answers"] = sum(len(qa.answers) for qa in qas)
+        out["answers_without_a_token"] = sum(1 for qa in qas for a in qa.answers if not tokens(a))
+        out["questions_without_answers"] = sum(1 for qa in qas if not qa.answers)
     if match == "regex":
         never: list = []
         out["read_with_never_found"] = sum(1 for _ in iter_qas(qa_file, match, "never_found", never))
@@ -76,11 +87,13 @@ def main():
     ap.add_argument("--curatedtrec", nargs="*", default=[], type=Path)
     ap.add_argument("--nq-open", nargs="*", default=[], type=Path)
     ap.add_argument("--webquestions", nargs="*", default=[], type=Path)
+    ap.add_argument("--squad", nargs="*", default=[], type=Path)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         results = [check(kind, p, Path(tmp)) for kind, paths in
-                   (("curatedtrec", a.curatedtrec), ("nq-open", a.nq_open), ("webquestions", a.webquestions))
+                   (("curatedtrec", a.curatedtrec), ("nq-open", a.nq_open), ("webquestions", a.webquestions),
+                                   ("squad", a.squad))
                    for p in paths]
     emit({"benchmark": "real_answers", "files": results}, a.out)
 
