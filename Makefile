@@ -2,6 +2,7 @@
 # make test  : install (if needed), then run the test suite (unit + lint + a real tiny pipeline)
 # make paper-mini : the paper configs' whole DAG on miniature DPR files served from 127.0.0.1
 # make lock : constraints.txt moved to the newest versions pyproject.toml allows (then make test)
+# make lock-check : every version in constraints.txt has a Linux x86_64 wheel for CPython 3.11-3.13
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: install lock demo test test-fast lint clean paper-mini
+.PHONY: install lock lock-check demo test test-fast lint clean paper-mini
 
 # Every package at the version of constraints.txt: the versions CI tests and the pins were made with.
 CONSTRAINTS := constraints.txt
@@ -43,6 +44,21 @@ lock:
 	set -o pipefail; { sed -n '/^#/p' $(CONSTRAINTS) && $(LOCK_VENV)/bin/pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
+	$(MAKE) lock-check
+
+# make lock-check: pip resolves each pinned version for each CPython users run (CI 3.11, users and
+# the GPU image 3.12, Debian 13 3.13), wheels only, without installing: a version made on one
+# Python may have no wheel for the next (then install builds it from source, or fails).
+# SDIST_ONLY: pure-Python packages whose pinned version has no wheel on PyPI.
+LOCK_PYTHONS ?= 3.11 3.12 3.13
+SDIST_ONLY := connection_pool,pyserini
+lock-check:
+	set -e; t=$$(mktemp -d); trap 'rmdir "$$t"' EXIT; for v in $(LOCK_PYTHONS); do \
+	  $(PY) -m pip install -q --dry-run --ignore-installed --no-deps --target "$$t" \
+	    --only-binary=:all: --no-binary=$(SDIST_ONLY) --implementation cp --python-version $$v \
+	    --abi cp$${v/./} --abi abi3 --abi none --platform manylinux_2_28_x86_64 \
+	    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -r $(CONSTRAINTS); \
+	  echo "CPython $$v: every version in $(CONSTRAINTS) has a wheel ($(SDIST_ONLY): the sdist)"; done
 
 # GPU jobs at once: the GPUs torch sees here, times DCSR_JOBS_PER_GPU (dcsr.pipeline.gpus; none: the flag is left out)
 GPUS ?= $(shell PYTHONPATH=$(CURDIR)/src $(BIN)/python -m dcsr.pipeline.gpus --count 2>/dev/null || echo 0)
