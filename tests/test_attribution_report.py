@@ -89,6 +89,7 @@ def test_tandem_table_shows_the_papers_rows_for_named_test_sets(matrix_csv, spec
     md = (tmp_path / "t2.md").read_text()
     assert "| DPR-A (ours) | 80.0/90.0 | 30.0/40.0 | 55.0/65.0 |" in md
     assert "| DPR-SQuAD | 61.1/76.0 | 67.3/80.0 |" in md
+    assert "do not compile" not in md  # no test set's metrics count a pattern never found
 
 
 def test_figure2_rows_follow_eq7(matrix_csv, spec):
@@ -274,3 +275,49 @@ def test_table1_counts_each_split_and_puts_the_papers_numbers_beside(tmp_path, r
     assert rows[("mine", "train")] == ("3", "70096") and rows[("other", "test")] == ("2", "")
     md = (tmp_path / "t1.md").read_text()
     assert "| mine (ours) | 3 | 3 | 2 |" in md and "| SQuAD (paper) | 70,096 | 8,886 | 10,570 |" in md
+
+
+def test_a_regex_test_sets_never_found_patterns_are_noted_under_each_table(tmp_path, spec, repo):
+    """Test set B's metrics count a pattern that does not compile (bad_patterns: never_found): the
+    pair matrix carries the counts, and every Markdown table over B says so, as a retrieval table does."""
+    cells = []
+    for (q, p, t), v in TOP20.items():
+        path = tmp_path / f"{q}-{p}-{t}.json"
+        metrics = {"questions": 10, "match": "regex" if t == "B" else "string", "top20": v, "top100": v + 10}
+        if t == "B":
+            metrics["regex"] = {"bad_patterns": "never_found", "answers_never_found": 2, "questions_never_found": 1}
+        path.write_text(json.dumps(metrics))
+        cells.append((q, p, t, path))
+    write_pair_matrix(cells, tmp_path / "pm.csv")
+    rows = list(csv.DictReader(open(tmp_path / "pm.csv")))
+    extra = {(r["test_set"], r["metric"], r["value"]) for r in rows if not r["metric"].startswith("top")}
+    assert extra == {("B", "regex_answers_never_found", "2.0"), ("B", "regex_questions_never_found", "1.0"),
+                     ("B", "questions", "10.0")}  # A, matched as strings, carries none
+    m = read_pair_matrix(tmp_path / "pm.csv")
+    note = ("- B: 2 answer pattern(s) do not compile after DPR's NFD normalization and are never found, as DPR's "
+            "code scores them (`bad_patterns: never_found`; the scoring jobs' logs name them); 1 of its 10 questions "
+            "have no other answer, so every run misses them.")
+    paper = repo / "config" / "paper_numbers.yaml"
+    write_tandem_table(m, spec, paper, tmp_path / "t2.csv", tmp_path / "t2.md")
+    write_marginalization(m, spec, "DPR", tmp_path / "m.csv", tmp_path / "m.md", tmp_path / "m.png",
+                          tmp_path / "h.png", tmp_path / "h.csv")
+    write_best_fraction_table(m, spec, paper, tmp_path / "t4.csv", tmp_path / "t4.md")
+    write_family_comparison(m, spec, tmp_path / "c.csv", tmp_path / "c.md")
+    for md in ("t2.md", "m.md", "t4.md", "c.md"):
+        text = (tmp_path / md).read_text()
+        assert text.count(note) == 1 and text.count("do not compile") == 1, md
+
+
+def test_the_papers_bm25_cells_that_look_swapped_are_noted_where_shown(matrix_csv, repo, tmp_path):
+    """config/paper_numbers.yaml keeps the paper's print and notes the BM25 Trivia/WQ cells that
+    look swapped: the note comes with a table that shows one of them, and not with one that shows none."""
+    m = read_pair_matrix(matrix_csv)
+    for names, noted in (({"A": "Trivia", "B": None}, True), ({"A": "SQuAD", "B": "NQ"}, False)):
+        spec = AttributionSpec.from_dict({**SPEC, "paper_names": names})
+        write_tandem_table(m, spec, repo / "config" / "paper_numbers.yaml", tmp_path / "t2.csv", tmp_path / "t2.md")
+        md = (tmp_path / "t2.md").read_text()
+        assert ("look swapped" in md and "TriviaQA 76.4/83.2 and WQ 62.4/75.5" in md) is noted, names
+        trivia = {(r["row"], r["metric"]): r["paper"] for r in csv.DictReader(open(tmp_path / "t2.csv"))
+                  if r["test_set"] == "A"}
+        if noted:
+            assert trivia[("BM25", "top20")] == "62.4"  # as printed

@@ -172,6 +172,9 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
         assert any(r["paper_source"].startswith(paper[f"dcsr_table{n}"]["source"]) for r in with_paper), n
     t2 = {(r["row"], r["test_set"], r["metric"]): r for r in read_csv(results / "tables" / "dcsr_table2.csv")}
     assert t2[("DCSR (Single)", "squad", "top20")]["paper"] == "63.7"
+    # BM25's paper cells come from the attribution paper's Table 2, whose Trivia cell looks swapped: said under it
+    assert t2[("BM25", "trivia", "top20")]["paper"] == "62.4"
+    assert "- Note: the attribution paper's BM25 cells on Trivia" in (results / "tables" / "dcsr_table2.md").read_text()
     t7 = {(r["row"], r["test_set"]) for r in read_csv(results / "tables" / "dcsr_table7.csv")}
     assert ("DPR 0.10M", "nq (nq-first0.1m)") in t7 and ("DCSR 21.0M", "trivia") in t7
     # Table 7's 1.05M rows are Table 4's runs on the 1/20, the first 1.05M, as the paper's cells are equal
@@ -222,6 +225,10 @@ def check_paper_mini_outputs(repo, work, sweep=SWEEP_CI):
         assert first["first_hit"] is None, path  # whatever the run retrieved
     bm25_log = (results / "logs" / "evaluate_topk" / "wiki" / "bm25" / "bm25" / "curated.log").read_text()
     assert "curatedtrec-test.qa.csv:1: answer 0 (" in bm25_log and "never found, as DPR's code scores it" in bm25_log
+    # and said under the attribution tables over it (through the pair matrix's counts), as under a retrieval table
+    for table in ("attribution_table2", "attribution_marginals-DPR", "attribution_compare"):
+        md = (results / "tables" / f"{table}.md").read_text()
+        assert md.count("do not compile after DPR's NFD normalization") == 1 and "1 of its " in md, table
     # every pair of the matrix was searched and scored
     matrix = read_csv(results / "attribution" / "pair_matrix.csv")
     assert len({(r["question_encoder"], r["passage_encoder"], r["test_set"]) for r in matrix

@@ -85,3 +85,21 @@ def test_a_hybrid_row_is_a_cell_with_its_fusion():
         {"label": "BM25 + DPR (RRF)", "retriever": "hybrid", "fusion": "rrf", "question": "m", "passage": "m"}]}
     cells = table_cells(table)
     assert [(c.qmodel, c.fusion) for c in cells] == [("bm25", None), ("m", None), ("m", "linear"), ("m", "rrf")]
+
+
+def test_a_paper_note_comes_with_the_cells_it_is_about(tmp_path):
+    """A note of config/paper_numbers.yaml (e.g. cells that look swapped in the paper's print) is
+    written under a retrieval table that shows one of its cells, once, and under no other."""
+    from dcsr.evaluation.tables import Row, write_retrieval_table
+
+    paper = {"t2": {"source": "Paper T2", "notes": [{"rows": ["BM25"], "datasets": ["Trivia", "WQ"], "text": "swapped?"}],
+                    "rows": {"BM25": {"NQ": {"top1": 1.0}, "Trivia": {"top1": 2.0}, "WQ": {"top1": 3.0}}}}}
+    ref = {"table": "t2", "row": "BM25"}
+
+    def md(*datasets):
+        rows = [Row("BM25", d.lower(), {"questions": 5, "top1": 9.0}, {**ref, "dataset": d}) for d in datasets]
+        write_retrieval_table(rows, ["top1"], paper, tmp_path / "t.csv", tmp_path / "t.md", title="T")
+        return (tmp_path / "t.md").read_text()
+
+    assert md("NQ", "Trivia", "WQ").count("- Note: swapped?") == 1
+    assert "swapped?" not in md("NQ")

@@ -75,10 +75,16 @@ def _is_score(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+#: the counts of a regex test set's metrics (``{"regex": {...}}``) kept in a cell as ``regex_<name>``
+NEVER_FOUND = ("answers_never_found", "questions_never_found")
+
+
 def read_scores(path: str | os.PathLike) -> dict[str, float]:
     """The numeric entries of a metrics JSON (``{"top1": 33.1, ..., "top100": 80.2}``).
 
-    Entries that are not scores (``"match": "string"``) are dropped; a ``top<k>`` entry that
+    Entries that are not scores (``"match": "string"``) are dropped, but for a regex test set's
+    counts of patterns never found (``regex_answers_never_found``, ``regex_questions_never_found``,
+    from ``{"regex": {...}}``); a ``top<k>`` entry that
     is not a finite number is an error, as it would silently leave a hole in a table.
     """
     try:
@@ -93,7 +99,11 @@ def read_scores(path: str | os.PathLike) -> dict[str, float]:
     for key, v in data.items():
         if key.startswith("top") and not _is_score(v):
             raise InputError(str(path), f"{key!r} is {v!r}, not a finite number")
-    return {key: float(v) for key, v in data.items() if _is_score(v)}
+    scores = {key: float(v) for key, v in data.items() if _is_score(v)}
+    regex = data.get("regex")  # a regex test set's patterns DPR's code never finds (bad_patterns: never_found)
+    if isinstance(regex, dict):
+        scores.update({f"regex_{k}": float(regex[k]) for k in NEVER_FOUND if _is_score(regex.get(k))})
+    return scores
 
 
 def load_pair_matrix(metrics: Iterable[tuple[str, str, str, str | os.PathLike]]) -> PairMatrix:

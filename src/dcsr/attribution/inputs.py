@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from dcsr.attribution.analysis import PairMatrix, read_scores
+from dcsr.attribution.analysis import NEVER_FOUND, PairMatrix, read_scores
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open
 
@@ -105,7 +105,8 @@ def write_pair_matrix(cells: Sequence[tuple[str, str, str, str | os.PathLike]], 
     """Collect ``(question encoder, passage encoder, test set, metrics JSON)`` cells into one CSV.
 
     Every ``top<k>`` score of each metrics file is written, and a BEIR test set's measures against
-    its qrels (``nDCG@10 (qrels)``, ...: :data:`dcsr.evaluation.trec_eval.QRELS_MEASURES`), or only
+    its qrels (``nDCG@10 (qrels)``, ...: :data:`dcsr.evaluation.trec_eval.QRELS_MEASURES`), and a
+    regex test set's counts of patterns never found with its number of questions, or only
     ``metrics``, each of which must then be present; a cell given twice is an error. Returns the
     number of cells.
     """
@@ -120,6 +121,8 @@ def write_pair_matrix(cells: Sequence[tuple[str, str, str, str | os.PathLike]], 
                                                                    key=lambda m: int(m[3:]) if m[3:].isdigit() else 0)
         if metrics is None:
             wanted += [qrels_metric(m) for m in QRELS_MEASURES if qrels_metric(m) in scores]
+            never = [f"regex_{k}" for k in NEVER_FOUND if f"regex_{k}" in scores]  # for the tables' notes
+            wanted += never + (["questions"] if never and "questions" in scores else [])
         for m in wanted:
             rows.append([q, p, t, m, repr(matrix.score(q, p, t, m)), str(path)])
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:

@@ -33,7 +33,7 @@ from dcsr.attribution.analysis import PairMatrix, marginalize_passage, marginali
 from dcsr.attribution.inputs import AttributionSpec, Sweep
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
-from dcsr.evaluation.tables import load_paper_numbers
+from dcsr.evaluation.tables import load_paper_numbers, never_found_note, paper_notes
 
 BM25 = "bm25"
 
@@ -79,6 +79,20 @@ def _write_long_csv(out_csv, header: Sequence[str], rows: Sequence[Sequence]) ->
 def _write_md(out_md, lines: Sequence[str]) -> None:
     with atomic_open(out_md, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
+
+
+def _never_found_notes(matrix: PairMatrix, test_sets: Sequence[str]) -> list[str]:
+    """Under a table: each of ``test_sets`` whose regex answers DPR's code never finds (the counts
+    its cells carry, :data:`dcsr.attribution.analysis.NEVER_FOUND`), as under a retrieval table."""
+    lines = []
+    for t in test_sets:
+        cells = [ps[t] for qs in matrix.r.values() for ps in qs.values() if t in ps]
+        answers = max((c.get("regex_answers_never_found", 0) for c in cells), default=0)
+        if answers:
+            hopeless = max(c.get("regex_questions_never_found", 0) for c in cells)
+            n = next((int(c["questions"]) for c in cells if "questions" in c), None)
+            lines.append(never_found_note(t, int(answers), int(hopeless), n))
+    return [""] + lines if lines else []
 
 
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -158,6 +172,8 @@ def write_tandem_table(matrix: PairMatrix, spec: AttributionSpec, paper_numbers:
             prow.append([r] + [_pair([_paper(paper, table, r, spec.paper_name(t), m) for m in spec.metrics])
                                for t in named] + [_pair([_paper(paper, table, r, "Average", m) for m in spec.metrics])])
         lines += _md_table(head, prow)
+        shown = {(table, r, spec.paper_name(t)) for r in paper_rows for t in named}
+        lines += [line for n in paper_notes(paper, shown) for line in ("", f"Note: {n}")]
     else:
         lines += ["", "Paper rows: none of these test sets is one of the paper's datasets."]
     if spec.qrels_test_sets:
@@ -168,6 +184,7 @@ def write_tandem_table(matrix: PairMatrix, spec: AttributionSpec, paper_numbers:
                   "test sets only."]
     else:
         lines += ["", "Each cell: " + " / ".join(spec.metrics) + ". Average: the mean over the test sets of this table."]
+    lines += _never_found_notes(matrix, spec.test_sets)
     _write_md(out_md, lines)
 
 
@@ -217,6 +234,7 @@ def write_marginalization(matrix: PairMatrix, spec: AttributionSpec, family: str
                               for r in rows])
     lines += ["", "The paper reports Figure 2 as a plot only (no numbers): on all five of its datasets the "
                   "passage encoder's top-20 marginal is the larger."]
+    lines += _never_found_notes(matrix, spec.test_sets)
     _write_md(out_md, lines)
 
     # Figure 2: grouped bars, the first metric (top-20 in the paper)
@@ -373,6 +391,7 @@ def write_best_fraction_table(matrix: PairMatrix, spec: AttributionSpec, paper_n
                             for r in ("SQuAD-100%", "SQuAD-40%")])
     else:
         lines += ["", "Paper rows: the paper's Table 4 is SQuAD's sweep; no sweep dataset here is SQuAD."]
+    lines += _never_found_notes(matrix, tests)
     _write_md(out_md, lines)
 
 
@@ -426,6 +445,7 @@ def write_family_comparison(matrix: PairMatrix, spec: AttributionSpec, out_csv, 
                         _f(p["baseline_marginal"]), _f(p["method_marginal"]), f"{p['gain']:+.1f}",
                         f"{tan['gain']:+.1f}", side])
     lines += _md_table(head, md_rows)
+    lines += _never_found_notes(matrix, list(dict.fromkeys(r["dataset"] for r in rows)))
     _write_md(out_md, lines)
 
 

@@ -80,6 +80,19 @@ def paper_value(paper: dict, ref: dict | None, metric: str) -> float | None:
         return None
 
 
+def paper_notes(paper: dict, shown) -> list[str]:
+    """The notes of ``config/paper_numbers.yaml`` (a table's ``notes``: ``{rows, datasets, text}``)
+    about the paper numbers a table shows, ``shown`` = ``(table, row, dataset)`` triples: e.g. cells
+    the paper seems to have printed in each other's place. Each note once, in file order."""
+    shown = set(shown)
+    out = []
+    for table in dict.fromkeys(t for t, _r, _d in sorted(shown)):
+        for note in paper.get(table, {}).get("notes", []):
+            if any((table, r, d) in shown for r in note["rows"] for d in note["datasets"]) and note["text"] not in out:
+                out.append(note["text"])
+    return out
+
+
 @dataclass
 class Row:
     label: str  # e.g. "DPR (ours)"
@@ -124,6 +137,15 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.1f}"
     return str(v)
+
+
+def never_found_note(test_set: str, answers: int, questions_never_found: int, questions) -> str:
+    """The line under a table for a test set whose regex answers DPR's code never finds
+    (``bad_patterns: never_found``: the metrics' ``regex`` counts)."""
+    return (f"- {md_line(test_set)}: {answers} answer pattern(s) do not compile after DPR's NFD normalization "
+            f"and are never found, as DPR's code scores them (`bad_patterns: never_found`; the scoring jobs' logs "
+            f"name them); {questions_never_found} of its {_fmt(questions)} questions have no other answer, so "
+            f"every run misses them.")
 
 
 def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: dict, out_csv, out_md,
@@ -196,6 +218,7 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         lines.append("Paper columns: the number the paper reports for the row/test set it is compared with:")
         for src in sorted(set(sources.values())):
             lines.append(f"- {src}")
+        lines += [f"- Note: {n}" for n in paper_notes(paper, sources)]
     else:
         lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
     if temperatures:
@@ -224,9 +247,7 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         if rx.get("answers_never_found"):
             never[r.test_set] = (rx.get("questions_never_found", 0), rx["answers_never_found"], r.metrics.get("questions"))
     for test_set, (hopeless, answers, n) in sorted(never.items()):
-        lines.append(f"- {md_line(test_set)}: {answers} answer pattern(s) do not compile after DPR's NFD normalization "
-                     f"and are never found, as DPR's code scores them (`bad_patterns: never_found`; the scoring jobs' "
-                     f"logs name them); {hopeless} of its {_fmt(n)} questions have no other answer, so every run misses them.")
+        lines.append(never_found_note(test_set, answers, hopeless, n))
     for n in notes:
         lines.append(f"- {n}")
     with atomic_open(out_md, "w", encoding="utf-8") as fh:
