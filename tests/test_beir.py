@@ -416,3 +416,28 @@ def test_the_example_runs_bm25_dpr_and_a_hybrid_on_a_generated_beir_collection(r
                                               list(ir_measures.read_trec_run(str(run))))
         table = {row["metric"]: float(row["ours"]) for row in rows if row["row"] == label and row["test_set"] == "squad-beir"}
         assert 100 * next(iter(measured.values())) == pytest.approx(table["nDCG@10 (qrels)"], abs=0.005)
+
+
+def test_a_hit_that_is_the_query_itself_is_left_out_as_beirs_evaluation_does(tmp_path):
+    """In a collection whose queries are documents too (ArguAna, Quora), a query finds itself first;
+    BEIR's evaluation (ignore_identical_ids=True, its default) and Pyserini's --remove-query drop such
+    a hit. Query q1 is also document q1: with it dropped, q1's relevant d1 is first (nDCG@10 1.0, not
+    1/log2(3)), in the metrics, the per-question records and measure_beir_run alike."""
+    beir, out = tmp_path / "beir", tmp_path / "out"
+    (beir / "qrels").mkdir(parents=True)
+    out.mkdir()
+    docs = [("q1", "the first query as a document"), ("d1", "the answer to q1"), ("d2", "the answer to q2")]
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": "", "text": t}) + "\n" for i, t in docs))
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "first?"}\n{"_id": "q2", "text": "second?"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
+    convert_queries(beir, "test", out / "doc-ids.tsv", out / "t.queries.tsv", out / "q-ids.tsv", out / "q.qrels")
+    write_trec(out / "run.trec", {0: [(0, 3.0), (1, 2.0), (2, 1.0)], 1: [(2, 3.0), (0, 2.0)]}, tag="t")
+    metrics = evaluate_qrels_run(out / "run.trec", out / "t.queries.tsv", out / "q.qrels", out / "q-ids.tsv",
+                                 out / "doc-ids.tsv", out / "m.json", out / "q.jsonl")
+    assert metrics["nDCG@10 (qrels)"] == pytest.approx(100.0) and metrics["identical_ids_dropped"] == 1
+    first = json.loads((out / "q.jsonl").read_text().splitlines()[0])
+    assert (first["hits"], first["has_answer"], first["first_hit"]) == ([1, 2], [True, False], 1)
+    doc_ids = read_doc_ids(out / "doc-ids.tsv")
+    assert measure_beir_run(out / "run.trec", ["q1", "q2"], beir / "qrels" / "test.tsv", ["nDCG@10"],
+                            doc_ids=doc_ids)["nDCG@10"] == pytest.approx(100.0)

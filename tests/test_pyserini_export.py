@@ -249,7 +249,10 @@ def test_pyserinis_auto_encoder_loads_a_mean_pooled_or_normalized_question_encod
     encoder, why = write_query_encoder(tmp_path / "m", tmp_path / "q", "st")
     assert why is None and encoder["class"] == "pyserini.encode.AutoQueryEncoder"
     assert encoder["kwargs"] == {"pooling": pooling, "l2_norm": normalize}
-    questions = ["where is the castle?", "who owns the old guitar near the harbor?"]
+    # the last is longer than the model's 32 question tokens: ours are cut there, and so are Pyserini's
+    # (the exported tokenizer's model_max_length)
+    questions = ["where is the castle?", "who owns the old guitar near the harbor?",
+                 "which " + "very " * 40 + "long question is this?"]
     embed_questions(tmp_path / "m", questions, tmp_path / "ours.npy", device="cpu", progress=False)
     theirs = pyserini.AutoQueryEncoder(encoder_dir=str(tmp_path / "q"), **encoder["kwargs"])
     scale = model.scale ** 0.5 if normalize else 1.0
@@ -340,6 +343,30 @@ def test_one_shard_of_any_factory_is_copied_with_its_search_params(tmp_path):
     assert (tmp_path / "out" / DOCID_FILE).read_text().split() == [str(i) for i in range(400)]
 
 
+def test_a_beir_corpus_is_exported_with_its_documents_ids(tmp_path):
+    """A BEIR collection's passages are numbered 0, 1, ... in the pipeline; its qrels name them by
+    their _id. docid must carry the _id, or a Pyserini run scored against the qrels is silently
+    wrong (SQuAD-as-BEIR's _ids are the numbers off by one). DCSR's: <_id>#<sentence number>."""
+    from dcsr.data.beir import DOC_IDS_HEADER
+
+    shards = _random_shards(tmp_path, "Flat", 2, n=3)
+    mapping = tmp_path / "beir-doc-ids.tsv"
+    mapping.write_text("\t".join(DOC_IDS_HEADER) + "\n" + "".join(f"{i}\tdoc-{i + 1}\n" for i in range(6)))
+    info = export_pyserini(shards, tmp_path / "out", method="dpr", doc_ids=mapping)
+    assert (tmp_path / "out" / DOCID_FILE).read_text().split() == [f"doc-{i}" for i in range(1, 7)]
+    assert info["docid"] == "the BEIR document _id, as the collection's qrels name it"
+    for n in range(2):
+        np.save(tmp_path / f"n{n}.npy", np.array([0, 1, 0], dtype=np.int64))
+    export_pyserini([(i, d, tmp_path / f"n{n}.npy") for n, (i, d, _) in enumerate(shards)], tmp_path / "dcsr",
+                    method="dcsr", doc_ids=mapping)
+    assert (tmp_path / "dcsr" / DOCID_FILE).read_text().split()[:3] == ["doc-1#0", "doc-2#1", "doc-3#0"]
+    # a mapping from another conversion: refused, nothing written
+    mapping.write_text("\t".join(DOC_IDS_HEADER) + "\n0\tdoc-1\n")
+    with pytest.raises(InputError, match=r"i0\.npy: names passage 1, which .*beir-doc-ids\.tsv lacks"):
+        export_pyserini(shards, tmp_path / "out2", method="dpr", doc_ids=mapping)
+    assert not (tmp_path / "out2").exists()
+
+
 def test_a_dcsr_export_needs_sentence_numbers_and_dpr_vectors_are_not_sentences(tmp_path):
     shards = _random_shards(tmp_path, "Flat", 1, n=5)
     with pytest.raises(InputError, match="sentence numbers"):
@@ -357,7 +384,7 @@ class _Wildcards(dict):
     __getattr__ = dict.__getitem__
 
 
-def test_the_plan_asks_for_every_shard_and_refuses_shards_that_do_not_merge():
+def test_the_plan_asks_for_every_shard_and_refuses_shards_that_do_not_merge(tmp_path):
     import yaml
     from snakemake.utils import validate
 
@@ -376,6 +403,13 @@ def test_the_plan_asks_for_every_shard_and_refuses_shards_that_do_not_merge():
     assert dcsr["sentence_numbers"] == [f"results/embeddings/squad/dcsr-a/shard-{i}.sents.npy" for i in (0, 1)]
     assert plan.export_pyserini_args(None, _Wildcards(dcsr)) == ["--sentence-numbers", *dcsr["sentence_numbers"]]
     assert plan.paths.PYSERINI_EXPORT_DIR.format(corpus="squad", pmodel="dcsr-a") == "results/export/pyserini/squad/dcsr-a"
+    # a BEIR folder's corpus: docid names the documents by their _id, from the conversion's mapping
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "t"}\n')
+    config["corpora"]["squad"]["beir"] = str(tmp_path)
+    beir = Plan(config, basedir=REPO).export_pyserini_inputs(_Wildcards(corpus="squad", pmodel="dpr-a"))
+    assert beir["doc_ids"] == "results/data/squad/beir-doc-ids.tsv"
+    assert plan.export_pyserini_args(None, _Wildcards(beir)) == ["--doc-ids", beir["doc_ids"]]
+    del config["corpora"]["squad"]["beir"]
     config["index"]["factory"] = "HNSW32"
     with pytest.raises(InputError, match="config: index.factory: 'HNSW32': corpus squad is indexed in 2 shards"):
         Plan(config, basedir=REPO).export_pyserini_inputs(_Wildcards(corpus="squad", pmodel="dpr-a"))
@@ -414,3 +448,8 @@ def test_the_readme_says_to_write_questions_as_a_dpr_text_model_trained_on_them(
     assert "normalize_question" in _readme(info, "out") and 'replace("\\u2019", "\'")' in _readme(info, "out")
     info["query_encoder"]["question_text"] = "raw"
     assert "normalize_question" not in _readme(info, "out")
+    # the command line picks an encoder class by the folder's name unless told: the README names it
+    assert "--encoder-class dpr" in _readme(info, "out")
+    info["query_encoder"].update({"class": "pyserini.encode.AutoQueryEncoder",
+                                  "kwargs": {"pooling": "mean", "l2_norm": True}})
+    assert "--encoder-class auto --pooling mean --l2-norm" in _readme(info, "out")

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default=None, help="the model's name, for messages and export.json")
     ap.add_argument("--corpus", default=None, help="the corpus's name, for export.json")
     ap.add_argument("--search-params", default="", help="index.search_params, set on a single shard's index")
+    ap.add_argument("--doc-ids", default=None, help="a BEIR corpus's beir-doc-ids.tsv: docid names each document "
+                                                    "by its _id, as the collection's qrels do")
     args = ap.parse_args(argv)
     sents = args.sentence_numbers or [None] * len(args.index)
     if not len(args.index) == len(args.ids) == len(sents):
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
     method = None if args.model else ("dcsr" if args.sentence_numbers else "dpr")  # None: the model's
     info = export_pyserini(list(zip(args.index, args.ids, sents)), args.output, args.model, method=method,
-                           name=args.name, corpus=args.corpus, search_params=args.search_params)
+                           name=args.name, corpus=args.corpus, search_params=args.search_params,
+                           doc_ids=args.doc_ids)
     encoder = info["query_encoder"]
     print(f"exported {info['vectors']} vectors of {info['model']} to {args.output} ({info['merge']}); query encoder: "
           f"{encoder['class'] if encoder else 'none (' + info['no_query_encoder'] + ')'}", file=sys.stderr)

@@ -337,6 +337,21 @@ def original_id_run(run: Mapping[int, Sequence[tuple[int, float]]], query_ids: S
     return out
 
 
+def drop_identical_ids(run: Mapping[int, Sequence[tuple[int, float]]], query_ids: Sequence[str],
+                       doc_ids: Mapping[int, str]) -> tuple[dict[int, list[tuple[int, float]]], int]:
+    """The run without the hits whose document ``_id`` is the query's own ``_id``, and how many were
+    dropped: BEIR's evaluation drops them (``EvaluateRetrieval.evaluate(..., ignore_identical_ids=True)``,
+    its default) and so do Pyserini's BEIR regressions (``--remove-query``), since in a collection
+    whose queries are documents too (ArguAna, Quora, CQADupStack) a query finds itself first."""
+    out, dropped = {}, 0
+    for q, hits in run.items():
+        own = query_ids[q] if 0 <= q < len(query_ids) else None
+        kept = [(pid, score) for pid, score in hits if doc_ids.get(pid) != own]
+        dropped += len(hits) - len(kept)
+        out[q] = kept
+    return out, dropped
+
+
 def write_original_id_run(run_trec: str | os.PathLike, query_ids: str | os.PathLike, doc_ids: str | os.PathLike,
                           out: str | os.PathLike) -> int:
     """``run_trec`` with its original query and document ids (:func:`original_id_run`), as a TREC

@@ -129,11 +129,13 @@ def evaluate_qrels_run(run_trec: str | os.PathLike, queries_path: str | os.PathL
     run is given its original query and document ids (:func:`dcsr.data.beir.original_id_run`,
     what rule ``original_id_run`` writes beside it) and measured by ir_measures against the
     qrels (:data:`~dcsr.evaluation.trec_eval.QRELS_MEASURES`, as ``nDCG@10 (qrels)`` and so on),
-    the mean over every query of the test set (one without hits counts 0). No top-k answer
+    the mean over every query of the test set (one without hits counts 0); a hit whose document
+    ``_id`` is the query's own is left out first, as BEIR's evaluation does
+    (:func:`dcsr.data.beir.drop_identical_ids`). No top-k answer
     recall: nothing holds an answer. The per-question results mark each hit relevant (qrels
     score > 0) in ``has_answer``, ``first_hit`` the rank of the first relevant one, each record
     with its ``query_id``."""
-    from dcsr.data.beir import original_id_run, read_doc_ids, read_query_ids
+    from dcsr.data.beir import drop_identical_ids, original_id_run, read_doc_ids, read_query_ids
     from dcsr.evaluation.trec_eval import QRELS_MEASURES, measure_run, qrels_metric, read_qrels
 
     questions = list(iter_qas(queries_path))
@@ -144,6 +146,10 @@ def evaluate_qrels_run(run_trec: str | os.PathLike, queries_path: str | os.PathL
         raise InputError(str(query_ids), f"has {len(qids)} query ids, but {queries_path} has {len(questions)} "
                                          "questions; the two files come from different conversions")
     docs = read_doc_ids(doc_ids, {pid for hits in run.values() for pid, _ in hits})
+    run, dropped = drop_identical_ids(run, qids, docs)  # as BEIR's evaluation: a query is not its own answer
+    if dropped:
+        log.info("%s: %d hit(s) whose document _id is the query's own _id left out, as BEIR's evaluation does "
+                 "(ignore_identical_ids)", run_trec, dropped)
     original = original_id_run(run, qids, docs, where=str(run_trec))
     qrels = read_qrels(qrels_path)
     unknown = sorted(set(qrels) - set(qids))
@@ -152,7 +158,8 @@ def evaluate_qrels_run(run_trec: str | os.PathLike, queries_path: str | os.PathL
                                           "test set come from different conversions")
     measured = measure_run(original, qrels, QRELS_MEASURES, questions=len(questions))
     metrics = {"questions": len(questions), "judged_by": "qrels", "qrels": os.path.basename(str(qrels_path)),
-               **(about or {}), **{qrels_metric(m): measured[m] for m in QRELS_MEASURES}}
+               **(about or {}), **{qrels_metric(m): measured[m] for m in QRELS_MEASURES},
+               **({"identical_ids_dropped": dropped} if dropped else {})}
     depth = judged_depth(ks)
 
     def records():

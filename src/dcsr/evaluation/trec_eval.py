@@ -238,7 +238,8 @@ def measure_beir_run(run_trec: str | os.PathLike, query_ids: Sequence[str], qrel
     (:func:`dcsr.data.beir.read_beir_qrels`, checked against ``query_ids``). Passage ``p`` is the
     document ``doc_ids[p]``; by default ``str(p)``, as in SQuAD-as-BEIR, whose ``_id`` is the
     pipeline's passage id. The mean is over every question of the test set: one the qrels do not
-    judge counts 0, as it is a miss in top-k answer recall.
+    judge counts 0, as it is a miss in top-k answer recall. A hit whose document ``_id`` is the
+    query's own is left out, as BEIR's evaluation does (:func:`dcsr.data.beir.drop_identical_ids`).
 
     ``order="rank"`` measures the run's own ranking, its rank column, which top-k answer recall
     reads: each hit is given a score that falls with its rank, so equal scores (reciprocal rank
@@ -272,7 +273,7 @@ def _beir_run(run_trec, query_ids: Sequence[str], qrels_tsv, doc_ids: Mapping[in
               order: str) -> tuple[dict[str, list[tuple[str, float]]], Qrels]:
     """A run of the test set with the collection's ids, in its ranking (``order="rank"``) or by its
     scores, and the collection's qrels: what :func:`measure_beir_run` measures."""
-    from dcsr.data.beir import original_id_run, read_beir_qrels
+    from dcsr.data.beir import drop_identical_ids, original_id_run, read_beir_qrels
     from dcsr.data.runs import read_trec
 
     if order not in ("rank", "score"):
@@ -281,6 +282,7 @@ def _beir_run(run_trec, query_ids: Sequence[str], qrels_tsv, doc_ids: Mapping[in
     if order == "rank":
         run = {q: [(pid, float(len(hits) - i)) for i, (pid, _) in enumerate(hits)] for q, hits in run.items()}
     docs = doc_ids if doc_ids is not None else {pid: str(pid) for hits in run.values() for pid, _ in hits}
+    run, _dropped = drop_identical_ids(run, query_ids, docs)  # as BEIR's evaluation (ignore_identical_ids)
     original = original_id_run(run, query_ids, docs, where=str(run_trec))
     return original, read_beir_qrels(qrels_tsv, queries=dict.fromkeys(query_ids))
 

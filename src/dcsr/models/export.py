@@ -151,12 +151,19 @@ def write_sentence_transformer(encoder, tokenizer, out_dir: Path, pooling: str, 
                                max_length: int) -> None:
     """One sentence-transformers model in ``out_dir``: the Hugging Face encoder and tokenizer at
     the root (its Transformer module), ``1_Pooling/`` (mean or CLS) and, when ``normalize``,
-    ``2_Normalize/``; ``max_seq_length`` is the length the model was trained with."""
+    ``2_Normalize/``; ``max_seq_length`` is the length the model was trained with, and so is the
+    tokenizer's ``model_max_length`` (where ``tokenizer(text, truncation=True)`` cuts: Pyserini's
+    ``AutoQueryEncoder``)."""
     import importlib.metadata
 
-    with _quiet_transformers():
-        encoder.save_pretrained(out_dir)
-        tokenizer.save_pretrained(out_dir)
+    saved = tokenizer.model_max_length
+    tokenizer.model_max_length = int(max_length)
+    try:
+        with _quiet_transformers():
+            encoder.save_pretrained(out_dir)
+            tokenizer.save_pretrained(out_dir)
+    finally:
+        tokenizer.model_max_length = saved
     modules = [{"idx": 0, "name": "0", "path": "", "type": _ST_TYPES["Transformer"]},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": _ST_TYPES["Pooling"]}]
     if normalize:

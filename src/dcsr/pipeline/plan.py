@@ -75,11 +75,16 @@ class Plan(Targets):
             patterns["sentence_numbers"] = self.paths.SHARD_SENTENCE_NUMBERS
         for key, pattern in patterns.items():
             inputs[key] = [pattern.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i) for i in shards]
+        if "beir" in self.config["corpora"][wc.corpus]:  # docid: the documents' _id, as the qrels name them
+            inputs["doc_ids"] = self.paths.BEIR_DOC_IDS.format(corpus=wc.corpus)
         return inputs
 
     def export_pyserini_args(self, wc, input) -> list[str]:
-        """``--sentence-numbers`` and a DCSR model's shard files; nothing for DPR."""
-        return ["--sentence-numbers", *input.sentence_numbers] if "sentence_numbers" in input.keys() else []
+        """``--sentence-numbers`` and a DCSR model's shard files; ``--doc-ids`` and a BEIR corpus's
+        id mapping; nothing else."""
+        keys = input.keys()
+        return ((["--sentence-numbers", *input.sentence_numbers] if "sentence_numbers" in keys else [])
+                + (["--doc-ids", input.doc_ids] if "doc_ids" in keys else []))
 
     def embed_shard_inputs(self, wc):
         # the corpus's passage store: the job reads its shard's rows only

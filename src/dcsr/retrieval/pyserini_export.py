@@ -7,7 +7,8 @@ with the ids apart (``results/embeddings/...shard-<n>.ids.npy``, and ``.sents.np
 :func:`export_pyserini` writes::
 
     out_dir/index            every vector of the corpus in one FAISS index (inner product)
-    out_dir/docid            DPR: the passage id; DCSR: <passage id>#<sentence number>
+    out_dir/docid            DPR: the passage id; DCSR: <passage id>#<sentence number> (a BEIR
+                             corpus: its document _id in place of the passage id, as its qrels)
     out_dir/query_encoder/   DPR models: the question encoder, for Pyserini's DprQueryEncoder
                              (CLS + dot product) or AutoQueryEncoder (mean-pooled or normalized)
     out_dir/export.json      what it holds, how to search it, the sha256 of index and docid
@@ -46,7 +47,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -86,10 +87,12 @@ def _flat_ip(index):
     return None
 
 
-def docid_lines(ids: np.ndarray, sentence_numbers: np.ndarray | None, where: str) -> Iterator[str]:
+def docid_lines(ids: np.ndarray, sentence_numbers: np.ndarray | None, where: str,
+                names: Mapping[int, str] | None = None) -> Iterator[str]:
     """The ``docid`` lines of one shard's vectors, in order: the passage ids, or with
-    ``sentence_numbers`` (DCSR) ``<passage id>#<sentence number>``. ``where`` names the sentence
-    numbers' file in errors (raised before the first line)."""
+    ``sentence_numbers`` (DCSR) ``<passage id>#<sentence number>``; with ``names`` (a BEIR corpus's
+    ``{passage id: _id}``), the document's ``_id`` in place of the passage id. ``where`` names the
+    sentence numbers' file in errors (raised before the first line)."""
     if sentence_numbers is not None:
         if len(sentence_numbers) != len(ids):
             raise InputError(where, f"has {len(sentence_numbers)} sentence numbers for {len(ids)} vectors; the two "
@@ -97,12 +100,14 @@ def docid_lines(ids: np.ndarray, sentence_numbers: np.ndarray | None, where: str
         if len(sentence_numbers) and int(sentence_numbers.min()) < 0:
             raise InputError(where, "holds sentence number -1 (a whole-passage vector): these are a DPR model's "
                                     "passage vectors, not DCSR's sentences")
-    return _docids(ids, sentence_numbers)
+    return _docids(ids, sentence_numbers, names)
 
 
-def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None) -> Iterator[str]:
+def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None, names: Mapping[int, str] | None) -> Iterator[str]:
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK].tolist()
+        if names is not None:
+            chunk = [names[i] for i in chunk]
         if sentence_numbers is None:
             yield from (f"{i}\n" for i in chunk)
         else:
@@ -111,20 +116,27 @@ def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None) -> Iterator[st
 
 
 def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike | None]],
-                           out_dir: Path, search_params: str = "") -> dict:
+                           out_dir: Path, search_params: str = "", doc_ids: str | os.PathLike | None = None) -> dict:
     """``out_dir/index`` and ``out_dir/docid`` from the shards ``(index, ids .npy, sentence numbers
-    .npy or None)`` in shard order (see the module's text); returns what they hold."""
+    .npy or None)`` in shard order (see the module's text); ``doc_ids``: a BEIR corpus's
+    ``beir-doc-ids.tsv``, whose ``_id`` names each passage in ``docid``. Returns what they hold."""
     faiss = load_faiss()
     if not shards:
         raise InputError("export_pyserini", "no shard indexes to export")
     merged, kind, dim = None, None, None
+    if doc_ids is not None:
+        from dcsr.data.beir import read_doc_ids
+
+        names = read_doc_ids(doc_ids)
+    else:
+        names = None
     with open(out_dir / DOCID_FILE, "w", encoding="utf-8") as docid:
         for n, (index_path, ids_path, sents_path) in enumerate(shards):
             index = read_index(index_path, use_gpu=False, search_params=search_params if len(shards) == 1 else "")
             ids = load_npy(ids_path, ndim=1)
             check_ids(ids, ids_path, index, index_path)
             sents = load_npy(sents_path, ndim=1) if sents_path is not None else None
-            docid.writelines(docid_lines(ids, sents, str(sents_path)))
+            docid.writelines(docid_lines(ids, sents, str(sents_path), _beir_names(names, doc_ids, ids, ids_path)))
             kind = type(faiss.downcast_index(index)).__name__
             if dim is not None and index.d != dim:
                 raise InputError(str(index_path), f"holds vectors of dimension {index.d}, and shard 0 of {dim}; "
@@ -147,6 +159,16 @@ def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.Pa
             "index_type": type(faiss.downcast_index(merged)).__name__,
             "merge": "copied as it is" if len(shards) == 1 else
                      f"{len(shards)} Flat shards' vectors in one IndexFlatIP, shard after shard"}
+
+
+def _beir_names(names: Mapping[int, str] | None, doc_ids, ids: np.ndarray, ids_path) -> Mapping[int, str] | None:
+    """``names`` (a BEIR corpus's ``{passage id: _id}``), checked to name each of a shard's passages."""
+    if names is not None:
+        missing = next((i for i in ids.tolist() if i not in names), None)
+        if missing is not None:
+            raise InputError(str(ids_path), f"names passage {missing}, which {doc_ids} lacks; the shard and the id "
+                                            "mapping come from different conversions of the corpus")
+    return names
 
 
 _DCSR_QUERIES = ("DCSR encodes a question as the state at its <sent> marker ([CLS] <sent> question [SEP]), which "
@@ -214,9 +236,20 @@ def _readme(info: dict, out: str) -> str:
                   "from pyserini.search.faiss import FaissSearcher\n\n"
                   f"searcher = FaissSearcher({out!r}, {cls}(encoder_dir={f'{out}/{QUERY_ENCODER_DIR}'!r}{kwargs}))\n"
                   "hits = searcher.search(\"who wrote hamlet?\", k=100)  # [DenseSearchResult(docid, score)]")
-        notes = (f"Scores are {enc['score']}. Pyserini's query encoders do not truncate a question to the "
-                 f"model's question_max_length ({enc['question_max_length']} tokens); longer questions are "
-                 "encoded whole.")
+        notes = f"Scores are {enc['score']}. "
+        if cls == "AutoQueryEncoder":
+            notes += (f"AutoQueryEncoder cuts a question at the tokenizer's model_max_length, saved as the model's "
+                      f"question_max_length ({enc['question_max_length']} tokens), as our search does. From the "
+                      f"command line, name the class and its settings: `python -m pyserini.search.faiss --index "
+                      f"{out} --encoder {out}/{QUERY_ENCODER_DIR} --encoder-class auto --pooling "
+                      f"{enc['kwargs']['pooling']}{' --l2-norm' if enc['kwargs']['l2_norm'] else ''} ...`; without "
+                      "--encoder-class, Pyserini picks a class from the folder's name, and a DPR class loads this "
+                      "encoder with new random weights, without an error.")
+        else:
+            notes += (f"DprQueryEncoder does not cut a question at the model's question_max_length "
+                      f"({enc['question_max_length']} tokens): a longer question is encoded whole (ours are cut). "
+                      f"From the command line: `python -m pyserini.search.faiss --index {out} --encoder "
+                      f"{out}/{QUERY_ENCODER_DIR} --encoder-class dpr ...`.")
         if enc.get("question_text") == "dpr":
             notes += (" The model trained on questions with a right single quote written ' (DPR's normalize_question, "
                       "`question_text: dpr`), and Pyserini's encoders take a question as given: write "
@@ -246,14 +279,15 @@ def _readme(info: dict, out: str) -> str:
 def export_pyserini(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike | None]],
                     out_dir: str | os.PathLike, model_dir: str | os.PathLike | None = None, *,
                     method: str | None = None, name: str | None = None, corpus: str | None = None,
-                    search_params: str = "") -> dict:
+                    search_params: str = "", doc_ids: str | os.PathLike | None = None) -> dict:
     """Write ``out_dir`` (atomically) for Pyserini's ``FaissSearcher``: the shards ``(index, ids
     .npy, sentence numbers .npy or None)`` of one passage encoder over one corpus, in shard
     order, as one index and its docids, and beside them the question encoder of ``model_dir``
     where Pyserini's query encoders can load it (see the module's text). ``method`` (dpr or
     dcsr) is the model's unless given; a DCSR export needs every shard's sentence numbers.
     ``search_params`` (``index.search_params``) are set on a single shard's index before it is
-    written. Returns what ``out_dir/export.json`` holds."""
+    written. ``doc_ids``: a BEIR corpus's ``beir-doc-ids.tsv``: ``docid`` then names the collection's
+    documents by their ``_id``, as its qrels do. Returns what ``out_dir/export.json`` holds."""
     from dcsr.models.biencoder import read_meta
 
     out_dir = Path(out_dir)
@@ -269,7 +303,7 @@ def export_pyserini(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike,
     shards = [(i, d, s if sentence_level else None) for i, d, s in shards]
     with atomic_path(out_dir) as tmp:
         tmp.mkdir(parents=True)
-        stats = write_index_and_docids(shards, tmp, search_params)
+        stats = write_index_and_docids(shards, tmp, search_params, doc_ids)
         encoder, why = (None, "no model given") if model_dir is None else \
             write_query_encoder(model_dir, tmp / QUERY_ENCODER_DIR, name)
         info: dict[str, Any] = {
@@ -280,8 +314,9 @@ def export_pyserini(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike,
             "source": {"indexes": [str(i) for i, _, _ in shards], "model": str(model_dir) if model_dir else None},
             **stats,
             "search_params": search_params,
-            "docid": ("<passage id>#<sentence number> (the passage's sentences counted from 0)" if sentence_level
-                      else "the passage id"),
+            "docid": (f"{'<document _id>' if doc_ids else '<passage id>'}#<sentence number> (the passage's sentences "
+                      "counted from 0)" if sentence_level else
+                      "the BEIR document _id, as the collection's qrels name it" if doc_ids else "the passage id"),
             "hits": ("sentences: a passage once per sentence found; DCSR's passage ranking (HasAns) is dcsr's "
                      "merge step, not Pyserini's" if sentence_level else "passages"),
             "query_encoder": None if encoder is None else {"dir": QUERY_ENCODER_DIR, **encoder},
