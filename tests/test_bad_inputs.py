@@ -545,8 +545,9 @@ CASES: dict[str, Case] = {
         "{tmp}/beir/queries.jsonl:2: query 'q2' has no text (a non-empty string 'text'); give it its text or drop "
         "the line", queries=BEIR_QUERIES.replace("capital of Germany?", " ")),
     "beir-qrel-unknown-document": beir_queries_case(
-        "{tmp}/beir/qrels/test.tsv:3: corpus-id 'd9' is not a document of the corpus; the qrels and the corpus "
-        "do not belong together", qrels=BEIR_QRELS.replace("q2\td2", "q2\td9")),
+        "{tmp}/beir/qrels/test.tsv:2: corpus-id 'd8' is not a document of the corpus, and 2 of the 2 judgments "
+        "name none of its documents; the qrels and the corpus do not belong together",
+        qrels=BEIR_QRELS.replace("q2\td2", "q2\td9").replace("q1\td1", "q1\td8")),
     "beir-qrel-unknown-query": beir_queries_case(
         "{tmp}/beir/qrels/test.tsv:2: query-id 'q7' is not in the queries file (queries.jsonl)",
         qrels=BEIR_QRELS.replace("q1\td1", "q7\td1")),

@@ -441,3 +441,36 @@ def test_a_hit_that_is_the_query_itself_is_left_out_as_beirs_evaluation_does(tmp
     doc_ids = read_doc_ids(out / "doc-ids.tsv")
     assert measure_beir_run(out / "run.trec", ["q1", "q2"], beir / "qrels" / "test.tsv", ["nDCG@10"],
                             doc_ids=doc_ids)["nDCG@10"] == pytest.approx(100.0)
+
+
+def test_collections_beir_loads_load_here_as_beir_reads_them(tmp_path, caplog):
+    """What BEIR's own loader reads: FiQA's documents with neither title nor text (left out: nothing
+    of them to match), ArguAna's qrel naming a document the corpus lacks (kept, so R@100 counts it
+    as a relevant document no run retrieves, as pytrec_eval does in BEIR), and title-only documents
+    (the title once, as text: BEIR encodes "title text".strip())."""
+    beir, out = tmp_path / "beir", tmp_path / "out"
+    (beir / "qrels").mkdir(parents=True)
+    out.mkdir()
+    docs = [{"_id": "d1", "title": "", "text": "Paris is the capital of France."},
+            {"_id": "e1", "title": "", "text": ""},
+            {"_id": "d2", "title": "Berlin", "text": ""},
+            {"_id": "d3", "title": "Rome", "text": "Rome is the capital of Italy."}]
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "capital of France?"}\n'
+                                        '{"_id": "q2", "text": "capital of Germany?"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tgone\t1\nq2\td2\t1\n"
+                                              "q2\td3\t0\n")
+    with caplog.at_level("WARNING"):
+        assert convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv") == 3
+        convert_queries(beir, "test", out / "doc-ids.tsv", out / "t.queries.tsv", out / "t.query-ids.tsv",
+                        out / "t.qrels")
+    assert "1 documents with neither text nor title left out (the first: line 2, 'e1')" in caplog.text
+    assert "1 of 4 judgments name a document the corpus lacks (the first: line 3, 'gone')" in caplog.text
+    passages = {p.id: (p.title, p.text) for p in iter_passages(out / "psgs_w100.tsv")}
+    assert read_doc_ids(out / "doc-ids.tsv") == {0: "d1", 1: "d2", 2: "d3"}
+    assert passages[1] == ("", "Berlin")  # the title once, as text
+    assert read_qrels(out / "t.qrels")["q1"] == {"d1": 1, "gone": 1}
+    write_trec(out / "run.trec", {0: [(0, 2.0), (2, 1.0)], 1: [(1, 2.0), (2, 1.0)]}, tag="t")
+    metrics = evaluate_qrels_run(out / "run.trec", out / "t.queries.tsv", out / "t.qrels", out / "t.query-ids.tsv",
+                                 out / "doc-ids.tsv", out / "m.json")
+    assert metrics["R@100 (qrels)"] == pytest.approx(75.0)  # q1 finds 1 of its 2 relevant documents, q2 its 1

@@ -6,8 +6,8 @@ A BEIR folder holds ``corpus.jsonl`` (one JSON object a line: ``_id``, ``title``
 
 - **a corpus** (:func:`convert_corpus`): DPR's passage TSV with integer passage ids 0, 1, ... in
   the order of ``corpus.jsonl`` (FAISS and the passage store need integers), and beside it the
-  mapping back, ``beir-doc-ids.tsv`` (``id``, ``_id``). A document without text has its title
-  as its text; one with neither is an error.
+  mapping back, ``beir-doc-ids.tsv`` (``id``, ``_id``). A document without text is its title
+  alone, as text; one with neither is left out.
 - **a test set** (:func:`convert_queries`): the queries that ``qrels/<split>.tsv`` judges (BEIR's
   loader keeps those too), in the order of ``queries.jsonl``, as the pipeline's question file
   (``*.queries.tsv``: a qas TSV whose answer lists are empty, :data:`dcsr.data.formats.QUERIES_SUFFIX`),
@@ -18,8 +18,10 @@ A BEIR folder holds ``corpus.jsonl`` (one JSON object a line: ``_id``, ``title``
 Malformed files are refused with the file and line: a byte order mark, a CRLF line end (a
 ``\\r`` would be read into an id or a score), bytes that are not UTF-8, a line that is not a JSON
 object, an ``_id`` that is missing, empty, holds whitespace (it could not be written in a TREC
-run) or repeats, a query without text, a qrel naming an unknown query or document or given
-twice, an empty corpus.
+run) or repeats, a query without text, a qrel naming an unknown query or given twice, qrels
+most of whose documents the corpus lacks, an empty corpus. As BEIR's loader, they read a
+document with neither title nor text (it is left out) and a qrel naming a document the corpus
+lacks (kept: a relevant document no run retrieves).
 
 :func:`squad_to_beir` writes SQuAD (via :mod:`dcsr.data.squad`) as a BEIR folder, its qrels
 from DPR's answer matching (:func:`answer_match_qrels`).
@@ -137,25 +139,34 @@ def _unique_id(obj: dict, where: str, line: int, seen: dict[str, int], what: str
 
 
 def iter_corpus(path: str | os.PathLike) -> Iterator[tuple[str, str, str]]:
-    """``(_id, title, text)`` of every document of a BEIR ``corpus.jsonl``, checked; a document
-    without text has its title as its text (counted in the log)."""
+    """``(_id, title, text)`` of every document of a BEIR ``corpus.jsonl``, checked. A document
+    without text is its title alone, as text with no title (encoded as BEIR encodes it, the title
+    once; BM25 counts its words once); one with neither (FiQA has some) is left out, as no
+    encoder or BM25 has anything of it to match: a qrel naming it names a document no run can
+    retrieve (:func:`read_beir_qrels`). Both are counted in the log."""
     seen: dict[str, int] = {}
     n = untitled_text = 0
+    empty: list[tuple[int, str]] = []
     for line, obj in _jsonl(path):
         where = at(path, line)
         doc = _unique_id(obj, where, line, seen, "document")
         title, text = _text_field(obj, "title", where, "document"), _text_field(obj, "text", where, "document")
         if not text.strip():
             if not title.strip():
-                raise InputError(where, f"document {doc!r} has neither text nor title; give it its text or drop it")
-            text, untitled_text = title, untitled_text + 1
+                empty.append((line, doc))
+                continue
+            title, text, untitled_text = "", title, untitled_text + 1
         n += 1
         yield doc, title, text
     if n == 0:
         raise InputError(str(path), "holds no documents (an empty corpus); expected one JSON object a line "
-                                    "with '_id', 'title' and 'text'")
+                                    "with '_id', 'title' and 'text'"
+                                    + (f" (its {len(empty)} have neither title nor text)" if empty else ""))
     if untitled_text:
-        log.info("%s: %d documents without text have their title as their text", path, untitled_text)
+        log.info("%s: %d documents without text are their title alone", path, untitled_text)
+    if empty:
+        log.warning("%s: %d documents with neither text nor title left out (the first: line %d, %r)", path,
+                    len(empty), *empty[0])
 
 
 def read_queries(path: str | os.PathLike) -> dict[str, str]:
@@ -179,9 +190,13 @@ def read_beir_qrels(path: str | os.PathLike, queries: Mapping[str, str] | None =
                     documents: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
     """``{query _id: {document _id: score}}`` of a BEIR ``qrels/<split>.tsv`` (its header, then
     ``query-id<TAB>corpus-id<TAB>score``), checked against the ``queries`` and ``documents``
-    given: a qrel naming an unknown one, or a pair given twice, is an error at its line."""
+    given: a qrel naming an unknown query, or a pair given twice, is an error at its line. A qrel
+    naming a document the corpus lacks is kept, as BEIR's evaluation keeps it (a relevant document
+    no run retrieves: ArguAna's qrels name one), and logged; when more than half of the judgments
+    name such documents, the qrels and the corpus do not belong together: an error."""
     docs = documents if documents is None or isinstance(documents, (set, frozenset, dict)) else set(documents)
     qrels: dict[str, dict[str, int]] = {}
+    unknown: list[tuple[int, str]] = []  # (line, corpus-id) of the judgments naming no document
     header_seen = False
     for n, text in _lines(path):
         if not text.strip():
@@ -206,8 +221,7 @@ def read_beir_qrels(path: str | os.PathLike, queries: Mapping[str, str] | None =
         if queries is not None and q not in queries:
             raise InputError(where, f"query-id {q!r} is not in the queries file (queries.jsonl)")
         if docs is not None and d not in docs:
-            raise InputError(where, f"corpus-id {d!r} is not a document of the corpus; the qrels and the corpus "
-                                    "do not belong together")
+            unknown.append((n, d))
         judged = qrels.setdefault(q, {})
         if d in judged:
             raise InputError(where, f"query {q!r} and document {d!r} are judged a second time; give each pair once")
@@ -217,6 +231,16 @@ def read_beir_qrels(path: str | os.PathLike, queries: Mapping[str, str] | None =
                                     "judgment a line")
     if not qrels:
         raise InputError(str(path), "holds a header but no judgments")
+    if unknown:
+        total = sum(len(v) for v in qrels.values())
+        line, first = unknown[0]
+        if 2 * len(unknown) > total:
+            raise InputError(at(path, line), f"corpus-id {first!r} is not a document of the corpus, and "
+                                             f"{len(unknown)} of the {total} judgments name none of its documents; "
+                                             "the qrels and the corpus do not belong together")
+        log.warning("%s: %d of %d judgments name a document the corpus lacks (the first: line %d, %r); kept, as "
+                    "BEIR's evaluation keeps them: relevant documents no run can retrieve", path, len(unknown), total,
+                    line, first)
     return qrels
 
 
