@@ -1,5 +1,6 @@
 """The claims ledger (dcsr.evaluation.claims): paired bootstrap intervals, the exact sign test, verdicts."""
 
+import csv
 import json
 
 import numpy as np
@@ -403,3 +404,58 @@ def test_paired_compare_adjusts_a_family_and_never_pools_repeated_questions(tmp_
     assert [(r["only_A"], r["only_B"]) for r in rows] == [(0, 2), (0, 1), (0, 3), (0, 2)]
     seeds = pc.seeded([(str(a1), str(b1)), (str(a2), str(b2))], [1])
     assert seeds[0]["seeds"] == 2 and seeds[0]["questions"] == 4 and seeds[0]["difference"] == pytest.approx(62.5)  # +50 and +75
+
+
+def test_a_printed_p_or_bound_never_reads_on_the_other_side_of_its_verdict():
+    """p = 0.0499832 is below 0.05 and its claim holds: written to 3 figures it read 0.05; a lower
+    bound of +0.033 read +0.0 beside "holds". More digits where the rounding would cross."""
+    from dcsr.evaluation.claims import p_text, points_text
+
+    assert p_text(0.0499832) == "0.04998" and p_text(0.0123456) == "0.0123" and p_text(0.05) == "0.05"
+    assert p_text(0.0500004) == "0.05" and p_text(1.0) == "1"
+    assert points_text(0.033) == "+0.03" and points_text(-0.004) == "-0.004" and points_text(1.04) == "+1.0"
+    assert points_text(0.0) == "+0.0" and points_text(0.004, 2, sign=False) == "0.004"
+
+
+def test_the_ledger_prints_a_p_just_below_005_as_below(tmp_path):
+    """2,000 questions, 117 only the first answers and 150 only the second: the exact sign test's
+    p is 0.04998, the claim holds, and neither the CSV nor the Markdown says 0.05."""
+    base = [1] * 1000 + [1] * 117 + [None] * 150 + [None] * 733
+    meth = [1] * 1000 + [None] * 117 + [1] * 150 + [None] * 733
+    rows = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                         "baseline_run": str(_run(tmp_path / "a.jsonl", base)),
+                         "method_run": str(_run(tmp_path / "b.jsonl", meth))}])
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    row = next(csv.DictReader(open(tmp_path / "l.csv")))
+    if row["verdict"] == "holds":
+        assert float(row["p_holm"]) < 0.05 and float(row["ci_low"]) > 0
+        assert "| 0.04998 | 0.04998 |" in (tmp_path / "l.md").read_text()
+    else:  # the interval (a bootstrap) reached 0: then the p may read as it is
+        assert row["verdict"] == "inconclusive at this scale"
+
+
+def test_seeds_without_any_spread_take_their_power_from_the_sign_test(tmp_path):
+    """Three seeds a side, each the same run as the other side's: no spread at all, so the
+    comparison is the exact sign test's; its power is too (it read "detects 0.0 points or more",
+    from a standard error of 0)."""
+    base = meth = [1] * 200 + [None] * 300
+    runs = {side: [str(_run(tmp_path / f"{side}{i}.jsonl", v)) for i in range(3)] for side, v in
+            (("a", base), ("b", meth))}
+    rows = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                         "paper_difference": 3.0, "baseline_runs": runs["a"], "method_runs": runs["b"]}])
+    row = rows[0]
+    assert row["verdict"] == "inconclusive at this scale" and row["detectable"] > 1.0, row
+    assert row["questions_needed"] > 0
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    md = (tmp_path / "l.md").read_text()
+    assert "(from the seeds' and questions' spread)" not in md and "detects 0.0 points" not in md
+
+
+def test_a_question_given_twice_in_a_runs_results_is_refused_naming_both_lines(tmp_path):
+    """A later line of the same question silently replaced the earlier: a miss read as a hit."""
+    from dcsr.errors import InputError
+
+    path = tmp_path / "r.questions.jsonl"
+    path.write_text('{"qid": 0, "first_hit": null}\n{"qid": 1, "first_hit": null}\n{"qid": 1, "first_hit": 2}\n')
+    with pytest.raises(InputError, match=r"r\.questions\.jsonl:3: question 1 is given a second time \(first at line 2\)"):
+        hits_at(path, 5)

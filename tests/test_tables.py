@@ -103,3 +103,23 @@ def test_a_paper_note_comes_with_the_cells_it_is_about(tmp_path):
 
     assert md("NQ", "Trivia", "WQ").count("- Note: swapped?") == 1
     assert "swapped?" not in md("NQ")
+
+
+def test_each_top_k_cell_has_its_95_percent_wilson_interval(tmp_path):
+    """A top-k answer recall is a share of the row's questions: 50 of 100 is 50.0 [40.4, 59.6]
+    (Wilson; scipy's binomtest), in the CSV; the Markdown says how wide the widest is."""
+    from dcsr.evaluation.tables import Row, write_retrieval_table
+
+    rows = [Row("A", "t", {"questions": 100, "top1": 50.0, "top5": 100.0}),
+            Row("B", "t", {"questions": 400, "top1": 25.0, "top5": 80.0})]
+    write_retrieval_table(rows, ["top1", "top5"], {}, tmp_path / "t.csv", tmp_path / "t.md", title="T")
+    cells = {(r["row"], r["metric"]): r for r in csv.DictReader(open(tmp_path / "t.csv"))}
+    assert (cells[("A", "top1")]["ci95_low"], cells[("A", "top1")]["ci95_high"]) == ("40.38", "59.62")
+    assert cells[("A", "top5")]["ci95_high"] == "100.00" and float(cells[("A", "top5")]["ci95_low"]) > 96
+    assert float(cells[("B", "top1")]["ci95_high"]) - float(cells[("B", "top1")]["ci95_low"]) < 9
+    assert "at most +/-9.6 points here" in (tmp_path / "t.md").read_text()
+    # a test set judged by its own qrels (nDCG, not a share): no interval
+    write_retrieval_table([Row("C", "beir", {"questions": 10, "judged_by": "qrels", "nDCG@10 (qrels)": 40.0})],
+                          ["top1"], {}, tmp_path / "q.csv", tmp_path / "q.md", title="Q")
+    (cell,) = [r for r in csv.DictReader(open(tmp_path / "q.csv")) if r["metric"] == "nDCG@10 (qrels)"]
+    assert cell["ci95_low"] == cell["ci95_high"] == "" and "Wilson" not in (tmp_path / "q.md").read_text()

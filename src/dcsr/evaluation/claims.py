@@ -265,8 +265,10 @@ MIN_SEEDS = 3
 FIELDS = ["claim", "paper", "test_set", "depth", "metric", "baseline", "method", "questions", "baseline_value",
           "method_value", "difference", "ci_low", "ci_high", "only_baseline", "only_method", "p_value", "p_holm",
           "seeds", "seed_differences", "seed_sd", "seeds_note", "verdict", "detectable", "paper_difference", "questions_needed"]
-#: the ledger CSV's values in points, written to 2 decimals
+#: the ledger CSV's values in points, written to 2 decimals (those whose sign matters: more where 2
+#: decimals would read 0, :func:`points_text`)
 ROUNDED = ("baseline_value", "method_value", "difference", "ci_low", "ci_high", "seed_sd", "detectable")
+SIGNED = ("difference", "ci_low", "ci_high")
 
 
 def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict]:
@@ -293,22 +295,46 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
     alpha = ALPHA / max(len(rows), 1)  # Holm's strictest step
     for row, adjusted in zip(rows, holm([r.pop("_p") for r in rows])):
         discordant = row.pop("_discordant")
-        row["p_holm"] = float(f"{adjusted:.3g}")
+        row["p_holm"] = float(p_text(adjusted))
         spread, df, diffs = row.pop("_spread"), row.pop("_df"), row.pop("_seed_differences")
         row["verdict"] = verdict(row["ci_low"], row["ci_high"], adjusted)
         if min(diffs) < 0 < max(diffs):  # one seed says the method wins, another that it loses
             row["verdict"] = SEEDS_DISAGREE
         if row["verdict"] != INCONCLUSIVE:
             continue
-        if spread is not None:  # seeds: their t test's standard error and degrees of freedom, not Connor's 0/1 formula
+        if spread:  # seeds: their t test's standard error and degrees of freedom, not Connor's 0/1 formula
             row["detectable"] = detectable_with_seeds(spread, df, alpha)
             continue
+        # one seed, or seeds without any spread (then the comparison is the exact sign test's)
+        row["_power"] = "sign test"
         # 80% power: what these questions see, and at least how many the paper's difference needs
         found = detectable_difference(row["questions"], discordant, alpha)
         row["detectable"] = 100 * found if found is not None else ""
         if row["paper_difference"] not in ("", 0.0):
             row["questions_needed"] = questions_needed(row["paper_difference"] / 100, discordant, alpha)
     return rows
+
+
+def p_text(p: float, digits: int = 3) -> str:
+    """``p`` to ``digits`` significant figures, or more where those would put it on the other side
+    of the 0.05 the verdicts read (``ALPHA``) than ``p`` is: 0.0499832 is written 0.04998, not 0.05
+    beside a verdict that needed p < 0.05."""
+    for d in range(digits, 18):
+        text = f"{p:.{d}g}"
+        if (float(text) < ALPHA) == (p < ALPHA):
+            return text
+    return repr(p)
+
+
+def points_text(v: float, decimals: int = 1, sign: bool = True) -> str:
+    """``v`` (points) to ``decimals`` decimals, or more where those would read 0 or the other sign
+    of a ``v`` that is not 0: an interval's bound decides a verdict by its sign (a lower bound of
+    0.033 is written +0.03, not +0.0 beside "holds")."""
+    for d in range(decimals, 12):
+        text = f"{v:{'+' if sign else ''}.{d}f}"
+        if v == 0 or (float(text) != 0 and (float(text) > 0) == (v > 0)):
+            return text
+    return f"{v:{'+' if sign else ''}g}"
 
 
 def detectable_with_seeds(se: float, df: float, alpha: float, power: float = POWER) -> float:
@@ -335,7 +361,7 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
         # (rounding a rounded value twice can land on the other side: 71.3507 -> 71.35 -> 71.3)
         "baseline_value": r.baseline, "method_value": r.method,
         "difference": r.difference, "ci_low": r.low, "ci_high": r.high,
-        "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(f"{r.p_value:.3g}"),
+        "only_baseline": r.only_baseline, "only_method": r.only_method, "p_value": float(p_text(r.p_value)),
         "p_holm": "", "seeds": len(diffs), "seed_differences": " / ".join(f"{d:+.1f}" for d in diffs),
         "seed_sd": float(np.std(diffs, ddof=1)) if len(diffs) > 1 else "",
         "seeds_note": c.get("seeds_note", "") if len(diffs) < MIN_SEEDS else "",
@@ -350,16 +376,16 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
 def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: str = "Claims ledger",
                  notes: Sequence[str] = ()) -> None:
     with atomic_open(csv_path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")  # not the private _power
         w.writeheader()
-        w.writerows({k: round(v, 2) if k in ROUNDED and isinstance(v, float) else v for k, v in r.items()}
-                    for r in rows)
+        w.writerows({k: (float(points_text(v, 2, sign=False)) if k in SIGNED else round(v, 2))
+                     if k in ROUNDED and isinstance(v, float) else v for k, v in r.items()} for r in rows)
     tests = len(rows)
     lines = [f"# {md_line(title)}", "",
              "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
              "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
-             f"({RESAMPLES} resamples) and the exact sign test on the questions only one of them answers "
-             "(p). Each claim is tested at the paper's k (the headline) and at the k whose share of this "
+             f"({RESAMPLES} resamples) and the exact two-sided sign test on the questions only one of them answers "
+             "(p; a verdict also needs the interval on one side of 0). Each claim is tested at the paper's k (the headline) and at the k whose share of this "
              "corpus matches the paper's share of its 21M passages (scaled k). The "
              f"{tests} tests are one family: their p-values are Holm-adjusted together. Verdict, from the adjusted "
              "p: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else inconclusive at "
@@ -379,8 +405,8 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
         lines.append(f"| {md_cell(r['claim'])} | {md_cell(r['paper'])} | {md_cell(r['test_set'])} | "
                      f"{r['depth']}: {r['metric']} | {md_cell(r['baseline'])} | {md_cell(r['method'])} | {r['questions']} | "
                      f"{r['baseline_value']:.1f} / {r['method_value']:.1f} | "
-                     f"{r['difference']:+.1f} [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}] | "
-                     f"{r['only_baseline']} / {r['only_method']} | {r['p_value']:.3g} | {r['p_holm']:.3g} | "
+                     f"{points_text(r['difference'])} [{points_text(r['ci_low'])}, {points_text(r['ci_high'])}] | "
+                     f"{r['only_baseline']} / {r['only_method']} | {p_text(r['p_value'])} | {p_text(r['p_holm'])} | "
                      f"{md_cell(_seeds_cell(r))} | **{r['verdict']}** | {_power_cell(r)} |")
     with atomic_open(md_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -397,7 +423,7 @@ def _seeds_cell(row: Mapping[str, Any]) -> str:
 def _power_cell(row: Mapping[str, Any]) -> str:
     if row["verdict"] != INCONCLUSIVE:
         return "–"
-    if int(row.get("seeds") or 1) > 1 and row["detectable"] != "":
+    if int(row.get("seeds") or 1) > 1 and row["detectable"] != "" and row.get("_power") != "sign test":
         return f"detects {row['detectable']:.1f} points or more (from the seeds' and questions' spread)"
     seen = (f"detects {row['detectable']:.1f} points or more" if row["detectable"] != ""
             else "too few questions to detect even 100 points")

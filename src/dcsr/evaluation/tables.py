@@ -80,6 +80,16 @@ def paper_value(paper: dict, ref: dict | None, metric: str) -> float | None:
         return None
 
 
+def wilson_interval(percent: float, questions: int) -> tuple[float, float]:
+    """The 95% Wilson score interval (points) of a top-k answer recall of ``percent`` over
+    ``questions`` (a share of questions answered: ``scipy.stats.binomtest``'s ``proportion_ci``)."""
+    from scipy import stats
+
+    hits = int(round(percent * questions / 100))
+    ci = stats.binomtest(hits, questions).proportion_ci(confidence_level=0.95, method="wilson")
+    return 100 * float(ci.low), 100 * float(ci.high)
+
+
 def paper_notes(paper: dict, shown) -> list[str]:
     """The notes of ``config/paper_numbers.yaml`` (a table's ``notes``: ``{rows, datasets, text}``)
     about the paper numbers a table shows, ``shown`` = ``(table, row, dataset)`` triples: e.g. cells
@@ -162,14 +172,15 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     from dcsr.evaluation.trec_eval import QRELS_MEASURES, qrels_metric
 
     sources = {}
+    widest = 0.0  # the widest 95% interval's half-width of a top-k cell (points)
     by_qrels = [r.metrics.get("judged_by") == "qrels" for r in rows]
     qrels_metrics = [qrels_metric(m) for m in QRELS_MEASURES] if any(by_qrels) else []
     mixed = any(by_qrels) and not all(by_qrels)
     measures = measures if not all(by_qrels) else []  # pooled answer-match measures: the answer-judged rows'
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["row", "test_set", "metric", "ours", "paper", "paper_source", "questions", "hasans_temperature",
-                    "fusion_weight"])
+        w.writerow(["row", "test_set", "metric", "ours", "ci95_low", "ci95_high", "paper", "paper_source", "questions",
+                    "hasans_temperature", "fusion_weight"])
         for r, qrels_row in zip(rows, by_qrels):
             for m in (qrels_metrics if qrels_row else metrics):
                 pv = paper_value(paper, r.paper_ref, m)
@@ -177,15 +188,20 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                 if pv is not None:
                     src = f"{paper[r.paper_ref['table']]['source']}: {r.paper_ref['row']} on {r.paper_ref['dataset']}"
                     sources[(r.paper_ref["table"], r.paper_ref["row"], r.paper_ref["dataset"])] = src
-                ours = r.metrics.get(m)
-                w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}",
+                ours, n = r.metrics.get(m), r.metrics.get("questions")
+                ci = ("", "")
+                if ours is not None and not qrels_row and isinstance(n, int) and n > 0:  # a share of the questions
+                    low, high = wilson_interval(ours, n)
+                    ci = (f"{low:.2f}", f"{high:.2f}")
+                    widest = max(widest, (high - low) / 2)
+                w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}", *ci,
                             "" if pv is None else pv, src, r.metrics.get("questions", ""),
                             r.metrics.get("hasans_temperature", ""), r.metrics.get("fusion_weight", "")])
         for r, qrels_row in zip(rows, by_qrels):
             for m in ([] if qrels_row else measures):
                 v = r.metrics.get("trec_eval", {}).get(m)
                 w.writerow([r.label, r.test_set, f"{m} (pooled answer-match)", "" if v is None else f"{v:.2f}", "", "",
-                            r.metrics.get("questions", ""), "", ""])
+                            "", "", r.metrics.get("questions", ""), "", ""])
     paper_metrics = [m for m in metrics if any(paper_value(paper, r.paper_ref, m) is not None for r in rows)]
     # DCSR rows rank passages by HasAns: which softmax temperature each used
     temperatures = any("hasans_temperature" in r.metrics for r in rows)
@@ -221,6 +237,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         lines += [f"- Note: {n}" for n in paper_notes(paper, sources)]
     else:
         lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
+    if widest:
+        lines.append(f"- Top-k cells are shares of the row's questions; the CSV gives each its 95% Wilson interval "
+                     f"(`ci95_low`, `ci95_high`): at most +/-{widest:.1f} points here. Two rows of the same "
+                     "questions are compared question by question in the claims ledger, not by these intervals.")
     if temperatures:
         lines.append("- HasAns T: the softmax temperature of DCSR's score normalization for sentence-level rows "
                      "(1: the paper's; with `dcsr.temperature: dev`, chosen per run on the dev questions of the "
