@@ -4,6 +4,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from dcsr.errors import InputError
 from dcsr.evaluation.tables import Cell, table_cells
 
 # DCSR Table 7's shape: columns NQ and Trivia, one row per corpus size, each row searching
@@ -92,7 +95,7 @@ def test_a_paper_note_comes_with_the_cells_it_is_about(tmp_path):
     written under a retrieval table that shows one of its cells, once, and under no other."""
     from dcsr.evaluation.tables import Row, write_retrieval_table
 
-    paper = {"t2": {"source": "Paper T2", "notes": [{"rows": ["BM25"], "datasets": ["Trivia", "WQ"], "text": "swapped?"}],
+    paper = {"t2": {"source": "Paper T2", "notes": [{"rows": ["BM25"], "datasets": ["Trivia", "WQ"], "text": "swapped? <b>"}],
                     "rows": {"BM25": {"NQ": {"top1": 1.0}, "Trivia": {"top1": 2.0}, "WQ": {"top1": 3.0}}}}}
     ref = {"table": "t2", "row": "BM25"}
 
@@ -101,8 +104,11 @@ def test_a_paper_note_comes_with_the_cells_it_is_about(tmp_path):
         write_retrieval_table(rows, ["top1"], paper, tmp_path / "t.csv", tmp_path / "t.md", title="T")
         return (tmp_path / "t.md").read_text()
 
-    assert md("NQ", "Trivia", "WQ").count("- Note: swapped?") == 1
+    assert md("NQ", "Trivia", "WQ").count("- Note: swapped? \\<b>") == 1  # a config's text: its markup escaped
     assert "swapped?" not in md("NQ")
+    paper["t2"]["notes"] = [{"rows": "BM25", "text": "x"}]  # written by someone else: a clear error
+    with pytest.raises(InputError, match=r"paper numbers: t2\.notes\[0\]: expected \{rows"):
+        md("Trivia")
 
 
 def test_each_top_k_cell_has_its_95_percent_wilson_interval(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 
+from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open
 from dcsr.yamlutil import strict_load
 
@@ -97,9 +98,14 @@ def paper_notes(paper: dict, shown) -> list[str]:
     shown = set(shown)
     out = []
     for table in dict.fromkeys(t for t, _r, _d in sorted(shown)):
-        for note in paper.get(table, {}).get("notes", []):
-            if any((table, r, d) in shown for r in note["rows"] for d in note["datasets"]) and note["text"] not in out:
-                out.append(note["text"])
+        for i, note in enumerate(paper.get(table, {}).get("notes") or []):
+            if not (isinstance(note, dict) and isinstance(note.get("text"), str)
+                    and all(isinstance(note.get(k), list) for k in ("rows", "datasets"))):
+                raise InputError(f"paper numbers: {table}.notes[{i}]", "expected {rows: [row, ...], datasets: "
+                                 f"[dataset, ...], text: '...'}}, found {note!r}")
+            text = md_line(note["text"])  # a text of the config's: no markup of its own
+            if any((table, r, d) in shown for r in note["rows"] for d in note["datasets"]) and text not in out:
+                out.append(text)
     return out
 
 
@@ -233,7 +239,7 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
     if sources:
         lines.append("Paper columns: the number the paper reports for the row/test set it is compared with:")
         for src in sorted(set(sources.values())):
-            lines.append(f"- {src}")
+            lines.append(f"- {md_line(src)}")
         lines += [f"- Note: {n}" for n in paper_notes(paper, sources)]
     else:
         lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
