@@ -23,7 +23,9 @@ from dcsr.errors import InputError
 
 Hits = Sequence[tuple[int, float]]  # (passage id, score), best first
 
-#: The dense weights :func:`choose_weight` tries (0: BM25 alone, 1: dense alone).
+#: The dense weights :func:`choose_weight` tries (0: BM25's ranking, 1: the dense one; at either end
+#: a passage only the other run found scores 0, as BM25's or the dense run's last does, and the
+#: smaller passage id goes first, so the last places may differ from that run's own).
 WEIGHT_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 #: Reciprocal rank fusion's constant (Cormack, Clarke and Buettcher 2009).
 RRF_K = 60
