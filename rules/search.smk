@@ -234,7 +234,7 @@ rule export_pyserini:
     params:
         script=f"{SCRIPTS}/export_pyserini.py",
         code=plan.code_version("export_pyserini.py"),
-        sentences=plan.export_pyserini_args,
+        shard_args=plan.export_pyserini_args,
         search_params=plan.search_params_args,
     threads: 1
     resources:
@@ -243,6 +243,6 @@ rule export_pyserini:
     conda:
         "../envs/gpu.yaml"
     shell:
-        "python {params.script:q} --index {input.indexes:q} --ids {input.ids:q} {params.sentences:q}"
+        "python {params.script:q} --index {input.indexes:q} --ids {input.ids:q} {params.shard_args:q}"
         " --model {input.model:q} --output {output:q} --name {wildcards.pmodel:q} --corpus {wildcards.corpus:q}"
         " {params.search_params:q} 2> {log:q}"

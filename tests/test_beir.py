@@ -441,6 +441,14 @@ def test_a_hit_that_is_the_query_itself_is_left_out_as_beirs_evaluation_does(tmp
     doc_ids = read_doc_ids(out / "doc-ids.tsv")
     assert measure_beir_run(out / "run.trec", ["q1", "q2"], beir / "qrels" / "test.tsv", ["nDCG@10"],
                             doc_ids=doc_ids)["nDCG@10"] == pytest.approx(100.0)
+    # the run written with the original ids holds the hits the numbers measure (trec_eval on it agrees)
+    write_original_id_run(out / "run.trec", out / "q-ids.tsv", out / "doc-ids.tsv", out / "run.original-ids.run")
+    lines = (out / "run.original-ids.run").read_text().split("\n")
+    assert [line.split()[:3] for line in lines if line][:2] == [["q1", "Q0", "d1"], ["q1", "Q0", "d2"]]
+    # a question outside the test set keeps its hits, for original_id_run to refuse naming it
+    from dcsr.data.beir import drop_identical_ids
+
+    assert drop_identical_ids({5: [(1, 1.0), (99, 0.4)]}, ["q0", "q1"], {1: "d1"}) == ({5: [(1, 1.0), (99, 0.4)]}, 0)
 
 
 def test_collections_beir_loads_load_here_as_beir_reads_them(tmp_path, caplog):

@@ -9,11 +9,12 @@ The inputs, from public repositories (their commits are in benchmarks/real-answe
   --curatedtrec  brmson/dataset-factoid-curated TSVs (id, type, question, pattern), e.g. large2180-test.tsv
   --nq-open      google-research-datasets/natural-questions nq_open/NQ-open.dev.jsonl (DPR's nq-test)
   --webquestions brmson/dataset-factoid-webquestions main/*.json (qId, answers, qText)
-  --squad        SQuAD v1.1 JSON (DPR's squad1-test is SQuAD v1.1's dev set, each question with the
-                 texts of all its answers), e.g. ../shared/data/squad1.1-dev-public.json
+  --squad        SQuAD v1.1 JSON, or .json.gz (DPR's squad1-test is SQuAD v1.1's dev set, each question
+                 with the texts of all its answers), e.g. resources/squad/squad1.1-dev-36-articles.json.gz
 """
 
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -45,8 +46,10 @@ def read_source(kind: str, path: Path) -> list[QA]:
     if kind == "nq-open":
         return [QA(r["question"], r["answer"]) for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
     if kind == "squad":
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as fh:
+            squad = json.load(fh)
         return [QA(qa["question"], [a["text"] for a in qa["answers"]])
-                for art in json.loads(path.read_text(encoding="utf-8"))["data"]
+                for art in squad["data"]
                 for par in art["paragraphs"] for qa in par["qas"]]
     return [QA(r["qText"], r["answers"]) for r in json.loads(path.read_text(encoding="utf-8"))]
 

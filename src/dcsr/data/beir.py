@@ -19,9 +19,11 @@ Malformed files are refused with the file and line: a byte order mark, a CRLF li
 ``\\r`` would be read into an id or a score), bytes that are not UTF-8, a line that is not a JSON
 object, an ``_id`` that is missing, empty, holds whitespace (it could not be written in a TREC
 run) or repeats, a query without text, a qrel naming an unknown query or given twice, qrels
-most of whose documents the corpus lacks, an empty corpus. As BEIR's loader, they read a
-document with neither title nor text (it is left out) and a qrel naming a document the corpus
-lacks (kept: a relevant document no run retrieves).
+most of whose documents the corpus lacks, an empty corpus. They read what BEIR's collections
+hold: a qrel naming a document the corpus lacks is kept, as BEIR's evaluation keeps it (a
+relevant document no run retrieves); a document with neither title nor text, which BEIR's loader
+keeps as an empty text (and a dense encoder may rank), is left out here, as nothing of it can
+match.
 
 :func:`squad_to_beir` writes SQuAD (via :mod:`dcsr.data.squad`) as a BEIR folder, its qrels
 from DPR's answer matching (:func:`answer_match_qrels`).
@@ -369,8 +371,10 @@ def drop_identical_ids(run: Mapping[int, Sequence[tuple[int, float]]], query_ids
     whose queries are documents too (ArguAna, Quora, CQADupStack) a query finds itself first."""
     out, dropped = {}, 0
     for q, hits in run.items():
-        own = query_ids[q] if 0 <= q < len(query_ids) else None
-        kept = [(pid, score) for pid, score in hits if doc_ids.get(pid) != own]
+        if not 0 <= q < len(query_ids):  # not a question of the test set: original_id_run says so
+            out[q] = list(hits)
+            continue
+        kept = [(pid, score) for pid, score in hits if doc_ids.get(pid) != query_ids[q]]
         dropped += len(hits) - len(kept)
         out[q] = kept
     return out, dropped
@@ -380,12 +384,15 @@ def write_original_id_run(run_trec: str | os.PathLike, query_ids: str | os.PathL
                           out: str | os.PathLike) -> int:
     """``run_trec`` with its original query and document ids (:func:`original_id_run`), as a TREC
     run for the collection's own tools (trec_eval, ir_measures, BEIR's evaluation) and qrels:
-    the same hits, ranks and scores (written in full), the same tag. A query without hits has
-    no line (our ``# no hits`` comment would be read as a hit by trec_eval). Returns the lines
+    the same hits, ranks and scores (written in full), the same tag, but a hit that is the query
+    itself (:func:`drop_identical_ids`, as our measures and Pyserini's ``--remove-query``). A
+    query without hits has no line (our ``# no hits`` comment would be read as a hit by trec_eval). Returns the lines
     written."""
     run = read_trec(run_trec)
     docs = read_doc_ids(doc_ids, {pid for hits in run.values() for pid, _ in hits})
-    mapped = original_id_run(run, read_query_ids(query_ids), docs, where=str(run_trec))
+    qids = read_query_ids(query_ids)
+    run, _dropped = drop_identical_ids(run, qids, docs)  # the hits our measures read (Pyserini's --remove-query)
+    mapped = original_id_run(run, qids, docs, where=str(run_trec))
     tag = "run"
     with open(run_trec, encoding="utf-8") as fh:  # the run's tag, as its first hit gives it
         for line in fh:

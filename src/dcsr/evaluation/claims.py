@@ -376,10 +376,11 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
 def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: str = "Claims ledger",
                  notes: Sequence[str] = ()) -> None:
     with atomic_open(csv_path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")  # not the private _power
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
         w.writerows({k: (float(points_text(v, 2, sign=False)) if k in SIGNED else round(v, 2))
-                     if k in ROUNDED and isinstance(v, float) else v for k, v in r.items()} for r in rows)
+                     if k in ROUNDED and isinstance(v, float) else v
+                     for k, v in r.items() if not k.startswith("_")} for r in rows)  # not the private _power
     tests = len(rows)
     lines = [f"# {md_line(title)}", "",
              "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
@@ -396,7 +397,7 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
              "freedom: about seeds - 1 when the seeds differ among themselves), a claim whose seeds disagree in "
              "sign is not held, and its power is read from that test's standard error; the difference of each "
              "seed's pair and their standard deviation are shown."
-             + (" With 2 seeds a side this test finds a difference more often than its 5% level says: in 10-12.5% "
+             + (" With 2 seed pairs this test finds a difference more often than its 5% level says: in 10-12.5% "
                 "of simulated comparisons with none (its seeds' variance has one degree of freedom; "
                 "benchmarks/claims-statistics); 3 or more hold it." if any(1 < int(r["seeds"]) < MIN_SEEDS for r in rows)
                 else ""), "",

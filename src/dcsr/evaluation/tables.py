@@ -196,7 +196,9 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                     sources[(r.paper_ref["table"], r.paper_ref["row"], r.paper_ref["dataset"])] = src
                 ours, n = r.metrics.get(m), r.metrics.get("questions")
                 ci = ("", "")
-                if ours is not None and not qrels_row and isinstance(n, int) and n > 0:  # a share of the questions
+                # a share of the questions: its hits a whole number (not, say, a mean over seeds)
+                if (ours is not None and not qrels_row and isinstance(n, int) and n > 0
+                        and abs(ours * n / 100 - round(ours * n / 100)) < 1e-6):
                     low, high = wilson_interval(ours, n)
                     ci = (f"{low:.2f}", f"{high:.2f}")
                     widest = max(widest, (high - low) / 2)
