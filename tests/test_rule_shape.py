@@ -106,3 +106,24 @@ def test_every_value_in_every_shell_command_is_quoted():
     # and no hand-made quotes around a field ('{x}' breaks on a value holding a quote)
     assert not [line for path in (REPO / "rules").glob("*.smk") for line in path.read_text().splitlines()
                 if line.strip().startswith('"') and "'{" in line]
+
+
+def test_the_slurm_profile_sends_exactly_the_rules_that_ask_for_gpus_to_its_gpu_partition():
+    """profiles/slurm/config.yaml: the CPU partition by default, the GPU partition for each rule
+    with a ``gpu`` resource; a rule that gains one must be added there, or it queues on CPU nodes."""
+    import yaml
+
+    gpu_rules, name, in_resources = set(), None, False
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        for line in path.read_text().splitlines():
+            if m := re.match(r"(?:rule (\w+)|use rule \w+ as (\w+) with):", line):
+                name, in_resources = m.group(1) or m.group(2), False
+            elif re.match(r"    (\w+):", line):
+                in_resources = line.strip() == "resources:"
+            elif in_resources and re.match(r"\s+gpu=", line):
+                gpu_rules.add(name)
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert gpu_rules == {"train_biencoder", "embed_shard", "embed_questions", "search_shard", "mine_dense_negatives"}
+    assert set(profile["set-resources"]) == gpu_rules
+    assert {r["slurm_partition"] for r in profile["set-resources"].values()} == {"gpu"}
+    assert profile["default-resources"]["slurm_partition"] == "cpu"

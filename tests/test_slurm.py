@@ -55,12 +55,20 @@ def slurm(tmp_path_factory):
         subprocess.run(["bash", str(CLUSTER), "stop", str(state)], timeout=120)
 
 
+#: the rules the profile sends to its GPU partition (profiles/slurm/config.yaml: set-resources)
+GPU_RULES = tuple(yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "slurm" / "config.yaml")
+                                 .read_text())["set-resources"])
+
+
 def submit(repo, workdir, env, *args, timeout=1200):
     """snakemake through the project's Slurm profile, with the settings a cluster without
-    slurmdbd needs (squeue for status) and this test's partition."""
+    slurmdbd needs (squeue for status) and this test's partition, for every job (the profile's
+    GPU rules too: a test's own --set-resources after these replaces them, and its rules' others
+    fall back to the default)."""
     cmd = [SNAKEMAKE, "--snakefile", str(repo / "Snakefile"), "--directory", str(workdir),
            "--profile", str(repo / "profiles" / "slurm"),
            "--default-resources", "slurm_partition=debug", "--slurm-no-account",
+           "--set-resources", *(f"{rule}:slurm_partition=debug" for rule in GPU_RULES),
            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
            "--slurm-keep-successful-logs", "--latency-wait", "5", "--jobs", "4", "--verbose", *args]
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)

@@ -250,7 +250,9 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                    "benchmarks/embedding-backends/embedding-backends.md gives their speed and top-k cost",
                       choices=EMBED_BACKENDS),
         "gpus": _s(int, 0, "GPUs requested per embedding job (0: one where the job runs on this machine and "
-                           "torch sees a GPU; dcsr.pipeline.gpus)", low=0),
+                           "torch sees a GPU; dcsr.pipeline.gpus); a job encodes on one GPU, so more leave the rest "
+                           "idle but for dense mining's FAISS search: spread a corpus over GPUs with embed.shards",
+                   low=0),
     },
     "index": {
         "factory": _s(str, "Flat", "any FAISS index_factory string; Flat = exact inner product"),
