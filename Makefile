@@ -14,7 +14,8 @@ CORES ?= all
 
 # Every package at the version of constraints.txt: the versions CI tests and the pins were made with.
 CONSTRAINTS := constraints.txt
-# torch first, at its pinned version: a local CPU build here; a bare `torch` pulls a multi-GB CUDA build.
+# torch first, at its pinned version. PyPI's Linux wheel is the multi-GB CUDA build; without a GPU,
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make install takes 2.13.0+cpu (docs/running.md).
 TORCH ?= torch==$(shell sed -n 's/^torch==//p' $(CONSTRAINTS))
 
 define INSTALL_INTO
