@@ -500,6 +500,7 @@ def test_multi_node_training_is_srun_torchrun_with_a_rendezvous(repo, tmp_path):
     assert "gres=gpu:4" in job and "nodes=2" in job and "gpu=0" in job and "threads: 8" in job
     assert "srun --nodes 2 --ntasks-per-node 1" in job
     assert "torchrun --nnodes 2 --nproc_per_node 4 --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d" in job
+    assert "--rdzv_endpoint $(hostname):$((29500 + SLURM_JOB_ID % 20000))" in job  # a port of the job's own
     over.write_text(yaml.safe_dump({"results": str(tmp_path / "results"), "train": {"gpus": 0, "nodes": 2}}))
     r = snakemake(repo, tmp_path, str(tmp_path / "results" / "models" / "dpr"), "-n",
                   "--configfile", str(repo / "config" / "generated.yaml"), str(over))

@@ -296,13 +296,15 @@ class ConfigView:
         clears every ``SLURM_*`` variable but the job's id before running it, so the step says
         its own shape (a step's default is one CPU a task; it gets the job's GPUs, ``--gres``,
         by default) and the rendezvous host is ``hostname``, the batch script's node, which
-        is one of the job's and runs one of the torchruns."""
+        is one of the job's and runs one of the torchruns; its port is 29500 plus the job id
+        modulo 20,000, so two jobs whose batch scripts share a node meet on ports of their own."""
         gpus, nodes = self.model_gpus(model), self.model_nodes(model)
         if nodes > 1:
             return (
                 f"srun --nodes {nodes} --ntasks-per-node 1 --cpus-per-task {self.train_threads(model)}"
                 f" --kill-on-bad-exit=1 torchrun --nnodes {nodes} --nproc_per_node {max(gpus, 1)}"
-                " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d --rdzv_endpoint $(hostname):29500"
+                " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d"
+                " --rdzv_endpoint $(hostname):$((29500 + SLURM_JOB_ID % 20000))"
             )
         if gpus > 1:
             return f"torchrun --standalone --nproc_per_node {gpus}"
