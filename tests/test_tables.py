@@ -124,6 +124,10 @@ def test_each_top_k_cell_has_its_95_percent_wilson_interval(tmp_path):
     assert cells[("A", "top5")]["ci95_high"] == "100.00" and float(cells[("A", "top5")]["ci95_low"]) > 96
     assert float(cells[("B", "top1")]["ci95_high"]) - float(cells[("B", "top1")]["ci95_low"]) < 9
     assert "at most +/-9.6 points here" in (tmp_path / "t.md").read_text()
+    # not a whole number of the questions (a mean over seeds): no interval claimed for it
+    from dcsr.evaluation.tables import wilson_interval
+
+    assert wilson_interval(33.3, 7) is None and wilson_interval(50.0, 0) is None
     # a test set judged by its own qrels (nDCG, not a share): no interval
     write_retrieval_table([Row("C", "beir", {"questions": 10, "judged_by": "qrels", "nDCG@10 (qrels)": 40.0})],
                           ["top1"], {}, tmp_path / "q.csv", tmp_path / "q.md", title="Q")

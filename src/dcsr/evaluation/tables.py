@@ -81,13 +81,16 @@ def paper_value(paper: dict, ref: dict | None, metric: str) -> float | None:
         return None
 
 
-def wilson_interval(percent: float, questions: int) -> tuple[float, float]:
+def wilson_interval(percent: float, questions: int) -> tuple[float, float] | None:
     """The 95% Wilson score interval (points) of a top-k answer recall of ``percent`` over
-    ``questions`` (a share of questions answered: ``scipy.stats.binomtest``'s ``proportion_ci``)."""
+    ``questions`` (a share of questions answered: ``scipy.stats.binomtest``'s ``proportion_ci``);
+    None where that is not a whole number of the questions (say, a mean over seeds)."""
     from scipy import stats
 
-    hits = int(round(percent * questions / 100))
-    ci = stats.binomtest(hits, questions).proportion_ci(confidence_level=0.95, method="wilson")
+    hits = percent * questions / 100
+    if questions <= 0 or abs(hits - round(hits)) >= 1e-6:
+        return None
+    ci = stats.binomtest(int(round(hits)), questions).proportion_ci(confidence_level=0.95, method="wilson")
     return 100 * float(ci.low), 100 * float(ci.high)
 
 
@@ -195,13 +198,10 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                     src = f"{paper[r.paper_ref['table']]['source']}: {r.paper_ref['row']} on {r.paper_ref['dataset']}"
                     sources[(r.paper_ref["table"], r.paper_ref["row"], r.paper_ref["dataset"])] = src
                 ours, n = r.metrics.get(m), r.metrics.get("questions")
-                ci = ("", "")
-                # a share of the questions: its hits a whole number (not, say, a mean over seeds)
-                if (ours is not None and not qrels_row and isinstance(n, int) and n > 0
-                        and abs(ours * n / 100 - round(ours * n / 100)) < 1e-6):
-                    low, high = wilson_interval(ours, n)
-                    ci = (f"{low:.2f}", f"{high:.2f}")
-                    widest = max(widest, (high - low) / 2)
+                interval = wilson_interval(ours, n) if ours is not None and not qrels_row and isinstance(n, int) else None
+                ci = ("", "") if interval is None else tuple(f"{v:.2f}" for v in interval)
+                if interval is not None:
+                    widest = max(widest, (interval[1] - interval[0]) / 2)
                 w.writerow([r.label, r.test_set, m, "" if ours is None else f"{ours:.2f}", *ci,
                             "" if pv is None else pv, src, r.metrics.get("questions", ""),
                             r.metrics.get("hasans_temperature", ""), r.metrics.get("fusion_weight", "")])
