@@ -6,7 +6,6 @@ regular expressions and use ``match_type="regex"``.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from functools import lru_cache
 
@@ -67,18 +66,13 @@ class PatternTimeout(InputError):
                          "(a+)+$); rewrite the pattern")
 
 
-#: DPR's flags for ``re`` (``regex_match``), the same as :data:`_FLAGS`.
-_RE_FLAGS = re.IGNORECASE | re.UNICODE | re.MULTILINE
-
-
 def _compile_problem(normalized: str) -> str | None:
-    """Why the NFD-normalized regex answer does not compile, with ``regex`` (which searches here,
-    with a time limit) or with DPR's ``re`` (a pattern only one of them takes, as ``\\p{L}``, is
-    one DPR never finds); None when both compile it."""
+    """Why the NFD-normalized regex answer does not compile with ``regex``, the module DPR
+    matches with (``dpr/data/qa_validation.py``: ``import regex as re``); None when it compiles.
+    So a pattern only ``regex`` takes, as ``\\p{L}``, is found here as in DPR."""
     try:
         regex.compile(normalized, flags=_FLAGS)
-        re.compile(normalized, _RE_FLAGS)
-    except (regex.error, re.error, OverflowError, RecursionError, ValueError) as e:
+    except (regex.error, OverflowError, RecursionError, ValueError) as e:
         return str(e)
     return None
 
