@@ -4,6 +4,7 @@ error naming the config key, before any job runs."""
 import copy
 import re
 
+import numpy as np
 import pytest
 import yaml
 
@@ -50,6 +51,35 @@ def test_an_index_factory_faiss_cannot_parse_is_refused():
         check_index_factory("IVFx,Flat")
     with pytest.raises(InputError, match=r"^config: index.factory: .* is not an index_factory string"):
         check_index_factory("Flat'; touch x; '")
+
+
+@pytest.mark.parametrize("factory, transform", [("PCA32,Flat", "PCAMatrix"), ("PCAR64,IVF16,Flat", "PCAMatrix"),
+                                                ("L2norm,Flat", "NormalizationTransform")])
+def test_a_factory_whose_pre_transform_changes_inner_products_is_refused(factory, transform):
+    """PCA centres the vectors (each shard on its own mean) and L2norm makes a dot product a
+    cosine: both change the scores the index ranks by, so they are refused; rotations are not."""
+    for good in ("OPQ16_64,IVF16,PQ16", "RR64,Flat", "Pad1024,Flat"):
+        check_index_factory(good)
+    with pytest.raises(InputError, match=f"^config: index.factory: '{factory}' puts a {transform} before the index, "
+                                         "which changes the inner products"):
+        check_index_factory(factory)
+
+
+def test_pca_would_rank_by_centred_inner_products():
+    """Why PCA is refused: FAISS's full-width PCA, a rotation but for its centring, ranks the
+    same vectors otherwise than the exact inner product does."""
+    import faiss
+
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=(500, 16)) + 2.0).astype("float32")  # vectors with a common direction, as encoders give
+    q = (rng.normal(size=(50, 16)) + 2.0).astype("float32")
+    flat = faiss.IndexFlatIP(16)
+    flat.add(x)
+    pca = faiss.index_factory(16, "PCA16,Flat", faiss.METRIC_INNER_PRODUCT)
+    pca.train(x)
+    pca.add(x)
+    same = np.mean(flat.search(q, 1)[1][:, 0] == pca.search(q, 1)[1][:, 0])
+    assert same < 0.5, same  # 0.06 measured (a rotation, RR16, gives 1.0)
 
 
 def test_claim_sides_with_different_seed_counts_fail_before_training():

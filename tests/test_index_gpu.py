@@ -293,3 +293,22 @@ def test_a_machine_without_a_gpu_driver_searches_without_importing_torch(tmp_pat
     import torch
 
     assert r.stdout.split() == ([str(torch.cuda.is_available()), "True"] if driver else ["False", "False"])
+
+
+def test_placement_reads_the_index_under_a_pre_transform():
+    """faiss-gpu's cloner leaves an IndexPreTransform (OPQ, RR) on the CPU around the GPU index,
+    or around the IndexShards of one a GPU: where the search runs is read under it (here CPU
+    flats stand in for the GPU ones, laid out as the cloner lays them out)."""
+    import faiss
+
+    from dcsr.retrieval.index import _faiss_parts, placement_of
+
+    shards = faiss.IndexShards(DIM)
+    flats = [faiss.IndexFlatIP(DIM) for _ in range(2)]
+    for flat in flats:
+        shards.add_shard(flat)
+    wrapped = faiss.IndexPreTransform(faiss.RandomRotationMatrix(DIM, DIM), shards)
+    assert _faiss_parts(wrapped) == ["IndexPreTransform"]
+    assert _faiss_parts(placement._unwrap(wrapped)) == ["IndexFlatIP", "IndexFlatIP"]
+    assert placement_of(wrapped) == "faiss-cpu"
+    assert placement._unwrap(FakeGpuIndex(flats[0])).cpu is flats[0]  # no FAISS index: as it is

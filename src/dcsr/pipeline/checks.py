@@ -191,10 +191,25 @@ def check_beir_folders(config: Mapping, basedir: Path) -> None:
 DEFAULT_WIDTH = 768
 
 
+#: FAISS's pre-transforms that keep inner products (as rotations, or zero padding): the index
+#: under them still ranks by the model's score (OPQ's and RR's rotations keep it exactly,
+#: up to the PQ codes' approximation).
+KEEP_INNER_PRODUCTS = ("OPQMatrix", "RandomRotationMatrix", "RemapDimensionsTransform")
+
+#: Why the others do not.
+CHANGES_SCORES = {
+    "PCAMatrix": "PCA subtracts the training vectors' mean first, so it ranks by (q - m).(x - m), not q.x, and each "
+                 "shard centres on its own mean, so shards' scores are not comparable; ",
+    "NormalizationTransform": "L2norm turns a dot product into a cosine and drops a normalized model's scale, which "
+                              "DCSR's HasAns softmax reads; ",
+}
+
+
 def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = ""):
     """``index.factory`` must be a plain string (letters, digits and ``, _ . -``) that FAISS's
     ``index_factory`` builds at width ``dim`` (the indexed vectors', ``whose`` in the message;
-    :func:`check_indexes`). Returns the empty index it built."""
+    :func:`check_indexes`), with no pre-transform that changes inner products
+    (:data:`KEEP_INNER_PRODUCTS`: PCA, L2norm are refused). Returns the empty index it built."""
     if not re.fullmatch(r"[A-Za-z0-9_,.\-]{1,200}", factory):
         raise InputError("config: index.factory", f"{factory!r} is not an index_factory string (letters, digits "
                                                   "and , _ . -, such as Flat, SQ8, HNSW32, IVF4096,PQ64)")
@@ -203,10 +218,19 @@ def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = "")
     from dcsr.retrieval.placement import faiss_message  # FAISS's words, without its C++ function and line
 
     try:
-        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise InputError("config: index.factory",
                          f"FAISS cannot build {factory!r}{whose}: {faiss_message(e)}") from None
+    top = faiss.downcast_index(index)
+    if isinstance(top, faiss.IndexPreTransform):
+        for k in range(top.chain.size()):
+            name = type(faiss.downcast_VectorTransform(top.chain.at(k))).__name__
+            if name not in KEEP_INNER_PRODUCTS:
+                raise InputError("config: index.factory", f"{factory!r} puts a {name} before the index, which "
+                                 f"changes the inner products the model's scores are: {CHANGES_SCORES.get(name, '')}"
+                                 "use a rotation (OPQ, as OPQ64_256,IVF65536,PQ64, or RR) to shrink or turn vectors")
+    return index
 
 
 def check_search_params(search_params: str, factory: str, dim: int = DEFAULT_WIDTH, whose: str = ""):

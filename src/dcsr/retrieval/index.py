@@ -393,7 +393,11 @@ def placement_of(index) -> str:
 
     if isinstance(index, TorchFlatIndex):
         return f"torch-{index.device.type}-{str(index.dtype).removeprefix('torch.')}"
-    parts = _faiss_parts(index)
+    from dcsr.retrieval.placement import _unwrap
+
+    # faiss-gpu's cloner keeps a pre-transform (OPQ, RR) and an IndexIDMap on the CPU, around the
+    # GPU index or its IndexShards: the index under them is where the search runs
+    parts = _faiss_parts(_unwrap(index))
     return "faiss-gpu" if parts and parts[0].startswith("Gpu") else "faiss-cpu"
 
 

@@ -59,9 +59,13 @@ _GPU_PQ_M = (1, 2, 3, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 96)
 
 
 def _unwrap(index):
-    """The index an IndexPreTransform (PCA, OPQ) or IndexIDMap wraps, all the way down."""
+    """The index an IndexPreTransform (PCA, OPQ) or IndexIDMap wraps, all the way down (an object
+    that is no FAISS index, as it is)."""
     faiss = load_faiss()
-    index = faiss.downcast_index(index)
+    try:
+        index = faiss.downcast_index(index)
+    except (AttributeError, RuntimeError, TypeError):
+        return index
     while isinstance(index, (faiss.IndexPreTransform, faiss.IndexIDMap)):
         index = faiss.downcast_index(index.index)
     return index
