@@ -47,6 +47,21 @@ def test_mean_pooling_respects_the_mask(tok_model):
     torch.testing.assert_close(vecs[0], alone[0], atol=1e-5, rtol=1e-5)
 
 
+def test_mean_pooling_of_bf16_states_counts_past_256_tokens(tok_model):
+    """A bf16 encoder's states (embed.backend torch-cast) are averaged in float32: bf16 holds
+    257 as 256, so a 300-token row's mean was its sum over 256, and bf16 sums of hundreds of
+    rows drop their low bits."""
+    _, cls_model = tok_model
+    model = BiEncoder(cls_model.question_model, cls_model.passage_model, pooling="mean")
+    hidden = torch.ones(1, 300, 4, dtype=torch.bfloat16)
+    hidden[0, 256:] = 2.0
+    mask = torch.zeros(1, 300, dtype=torch.long)
+    mask[0, :257] = 1  # 256 ones and a two: the mean is 258 / 257 = 1.0039, bf16's 1.0
+    vecs = model.pool(hidden, {"attention_mask": mask})
+    assert vecs.dtype == torch.bfloat16
+    assert vecs.float().tolist() == [[1.0] * 4]  # 258 / 256 = 1.0078 before
+
+
 def test_pool_positions_gather_one_vector_per_position(tok_model):
     tokenizer, model = tok_model
     batch = dict(tokenize_passages(tokenizer, ["a", "b"], ["one two three four", "five six"], 32))

@@ -125,8 +125,10 @@ class BiEncoder(torch.nn.Module):
             return ((prefix.index_select(0, ends) - prefix.index_select(0, positions)) / counts).to(hidden.dtype)
         if self.pooling == "cls":
             return hidden[:, 0, :]
-        mask = batch["attention_mask"].to(hidden.dtype).unsqueeze(-1)  # [B, L, 1]
-        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        # in float32, as the marked sentences above: bf16 counts no further than 256 exactly
+        # (257 tokens would be 256), and its sums of many rows lose more than the rows hold
+        mask = batch["attention_mask"].to(torch.float32).unsqueeze(-1)  # [B, L, 1]
+        return ((hidden.float() * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).to(hidden.dtype)
 
     def _encode(self, model: torch.nn.Module, batch: Mapping[str, Any]) -> Tensor:
         inputs = {k: batch[k] for k in MODEL_INPUTS if batch.get(k) is not None}
