@@ -46,3 +46,22 @@ def test_text_vectors_are_the_same_whatever_the_chunk(model, monkeypatch, one_th
     parts = embed.encode_texts(m, tok, texts, TITLES, side, 32, 2, torch.device("cpu"), progress=False)
     assert parts.shape == whole.shape == (len(texts), m.hidden_size)
     np.testing.assert_allclose(parts, whole, atol=1e-5)
+
+
+def test_a_tokenizer_that_pads_on_the_left_encodes_as_one_on_the_right(tiny_bert, tmp_path, one_thread):
+    """A tokenizer saved with padding_side "left" (decoder models') would put CLS pooling on a pad
+    token of the shorter rows: load_tokenizer pads on the right, and encode_texts pads its
+    batches on the right whatever tokenizer it is given."""
+    from dcsr.models.biencoder import load_tokenizer
+
+    tok, m = build_biencoder(str(tiny_bert))
+    m.eval()
+    right = embed.encode_texts(m, tok, TEXTS[2:5], TITLES[2:5], "passage", 32, 3, torch.device("cpu"), progress=False)
+    tok.padding_side = "left"
+    left = embed.encode_texts(m, tok, TEXTS[2:5], TITLES[2:5], "passage", 32, 3, torch.device("cpu"), progress=False)
+    np.testing.assert_allclose(left, right, atol=1e-6)
+    import shutil
+
+    shutil.copytree(tiny_bert, tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    assert load_tokenizer(str(tmp_path / "m")).padding_side == "right"

@@ -380,7 +380,8 @@ MIN_VOCAB_SHARE = 0.5
 
 
 def load_tokenizer(name_or_path: str):
-    """The tokenizer of a checkpoint (:func:`local_checkpoint`), never its own code; for a local
+    """The tokenizer of a checkpoint (:func:`local_checkpoint`), never its own code, padding on
+    the right (as every pooling here reads rows); for a local
     folder, one with far fewer tokens than its config.json's ``vocab_size``
     (:data:`MIN_VOCAB_SHARE`) is an :class:`InputError`."""
     from transformers import AutoTokenizer
@@ -390,6 +391,9 @@ def load_tokenizer(name_or_path: str):
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - whatever the tokenizer's files make transformers raise
         raise InputError(str(name_or_path), f"cannot load the tokenizer: {load_error_text(e)}")
+    # every pooling here reads a row from its start (CLS at position 0, sentence markers at the
+    # positions tokenization gave them): a tokenizer saved to pad on the left (decoder models') pads on the right
+    tokenizer.padding_side = "right"
     vocab_size = config_vocab_size(path)
     if vocab_size and len(tokenizer) < MIN_VOCAB_SHARE * vocab_size:
         raise InputError(str(name_or_path), f"its tokenizer has {len(tokenizer)} tokens but its config.json's "

@@ -116,7 +116,6 @@ def _text_batches(tokenizer, texts: Sequence[str], titles: Sequence[str] | None,
 
     pad_id, type_id = tokenizer.pad_token_id, tokenizer.pad_token_type_id
     pad_value = {"input_ids": pad_id, "attention_mask": 0, "token_type_ids": type_id}
-    right = getattr(tokenizer, "padding_side", "right") == "right"
     n = len(texts)
     # Tokenized a chunk at a time without padding (the same input format as training); each
     # length-sorted batch of the chunk is padded on its own.
@@ -134,10 +133,8 @@ def _text_batches(tokenizer, texts: Sequence[str], titles: Sequence[str] | None,
             picked = rows.tolist()
             if side == "marked_question":
                 batch = tokenize_marked_questions(tokenizer, [chunk[i] for i in picked], max_length)
-            elif right:  # what tokenizer.pad gives, without its per-row Python work
+            else:  # on the right whatever the tokenizer's padding_side: CLS pooling reads position 0
                 batch = {k: pad_rows([enc[k][i] for i in picked], pad_value[k]) for k in keys}
-            else:
-                batch = dict(tokenizer.pad([{k: enc[k][i] for k in keys} for i in picked], return_tensors="pt"))
             yield round_up_batch(batch, multiple, pad_id, type_id), rows + lo
 
 
