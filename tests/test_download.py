@@ -376,9 +376,11 @@ def test_a_body_shorter_than_its_content_length_fails_and_leaves_no_file(mirror,
             fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=1)
     assert str(e.value) == (f"{url}/{CORPUS_PATH}: download failed after 2 attempts: the response ended after 1000 "
                             f"of {size} bytes ({part} is kept: the next try resumes it)")
-    # nothing under the final name, no lock entry, no temporary file: only the .part a re-run resumes
+    # nothing under the final name, no lock entry, no temporary file: only the .part a re-run resumes,
+    # and the validator of its bytes
     assert not dest.exists() and not lock.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [part.name] and part.stat().st_size == 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == [part.name, f"{part.name}.validator"]
+    assert part.stat().st_size == 1000
     assert not [r for r in caplog.records if "downloaded to" in r.getMessage()]
 
 
@@ -468,3 +470,69 @@ def test_a_part_or_lock_file_planted_as_a_link_is_refused_and_its_target_untouch
     assert victim.read_text() == "keep me\n" and not dest.exists() and Handler.hits == {}
     flock.unlink()
     assert get(f"{server}/ok", dest) == dest and dest.read_bytes() == BODY
+
+
+def _cut_then_changed(mirror, tmp_path, faults):
+    """A download cut after 1000 bytes (its .part kept), then the server's file replaced by another
+    of the same size; ``(requests of the re-run, the new bytes)``."""
+    path, dest, lock = mirror / CORPUS_PATH, tmp_path / CORPUS, tmp_path / "lock.json"
+    with serve(mirror, faults=Faults(cut_after=1000)) as url:
+        with pytest.raises(InputError, match="part is kept"):
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
+    new = bytes(reversed(path.read_bytes()))
+    path.write_bytes(new)
+    os.utime(path, (path.stat().st_mtime + 60,) * 2)
+    requests = []
+    with serve(mirror, faults=faults, requests=requests) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
+    return requests, new
+
+
+@pytest.mark.parametrize("faults", [Faults(), Faults(ignore_if_range=True)])
+def test_a_file_that_changed_between_the_parts_is_fetched_whole_never_joined(mirror, tmp_path, faults):
+    """A resume asks with If-Range for the rest of the version its first bytes came from: the
+    server whose file changed sends the new one whole (200), and a 206 whose ETag is not the
+    first bytes' (a server that ignores If-Range) is started over. Before, the old 1000 bytes
+    were joined to the new file's rest, of the announced size, and recorded as verified."""
+    requests, new = _cut_then_changed(mirror, tmp_path, faults)
+    assert requests[0].range == "bytes=1000-" and requests[0].if_range.startswith('"')
+    assert [r.range for r in requests] == (["bytes=1000-"] if not faults.ignore_if_range else ["bytes=1000-", None])
+    dest = tmp_path / CORPUS
+    assert dest.read_bytes() == new and sorted(p.name for p in tmp_path.iterdir()) == ["lock.json", CORPUS]
+    assert read_lock(tmp_path / "lock.json")[CORPUS]["verified_by"] == ["size"]
+
+
+def test_a_resume_without_a_validator_is_not_called_verified(mirror, tmp_path, caplog):
+    """A server that sends neither ETag nor Last-Modified: a resumed file's size checks nothing of
+    its first part, so the lock records it as unverified (a sha256 still verifies it)."""
+    data = (mirror / CORPUS_PATH).read_bytes()
+    for sub, sha in (("a", None), ("b", hashlib.sha256(data).hexdigest())):
+        dest, lock = tmp_path / sub / CORPUS, tmp_path / sub / "lock.json"
+        with serve(mirror, faults=Faults(cut_after=1000, no_validators=True)) as url:
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=1, sha256=sha)
+        assert dest.read_bytes() == data
+        entry = read_lock(lock)[CORPUS]
+        if sha:
+            assert entry["verified_by"] == ["sha256"]
+        else:
+            assert not entry["verified"] and "resumed from a .part without a validator" in entry["reason"]
+    assert "without a validator of its first bytes" in caplog.text
+
+
+def test_a_validator_file_that_is_not_ours_is_not_sent(mirror, tmp_path):
+    """The .part's validator is read as data: one that is no JSON, or holds a line break, is not
+    sent (the resume is then unvalidated)."""
+    from dcsr.data.download import validator_path
+
+    data, dest = (mirror / CORPUS_PATH).read_bytes(), tmp_path / CORPUS
+    part = tmp_path / f"{CORPUS}.part"
+    for planted in ("not json",
+                    '{"url": "%s", "validator": "\\"1\\"\\r\\nX-Injected: 1"}'):
+        part.write_bytes(data[:1000])
+        requests = []
+        with serve(mirror, requests=requests) as url:
+            validator_path(part).write_text(planted.replace("%s", f"{url}/{CORPUS_PATH}"))
+            fetch_resource(f"{url}/{CORPUS_PATH}", dest, None)
+        assert [(r.range, r.if_range) for r in requests] == [("bytes=1000-", None)]
+        assert dest.read_bytes() == data and not validator_path(part).exists()
+        dest.unlink()

@@ -3,8 +3,10 @@
 A download goes to ``<dest>.part`` and is renamed onto ``dest`` only when complete and checked,
 so ``dest`` never holds a partial or wrong file. Connection errors, truncated bodies and HTTP
 5xx are retried with exponential back-off; each retry (and a later run) resumes the ``.part``
-with an HTTP Range request. A failed download keeps its ``.part`` for that reason; a download
-that fails its check is deleted.
+with an HTTP Range request, and ``If-Range`` with the ETag (or Last-Modified) its first bytes
+came with (kept beside it in ``<dest>.part.validator``), so that a file changed on the server in
+between is fetched whole, never joined to the old one's start. A failed download keeps its
+``.part`` for that reason; a download that fails its check is deleted.
 
 A body that ends before its announced length (``Content-Length``, or the total of a
 ``Content-Range``) is incomplete, never complete: it is retried, and the last failure names the URL
@@ -144,6 +146,8 @@ class _Incomplete(Exception):
 
 UNVERIFIED = ("the server sent no Content-Length and no sha256 was given, so a body cut short "
               "could not be told from a complete one")
+RESUMED_UNVALIDATED = ("it was resumed from a .part without a validator of its first bytes (ETag or Last-Modified), "
+                       "so it cannot be told whether the file changed on the server between its parts")
 FOUND_IN_PLACE = "it was found in place, not downloaded, and no sha256 was given to check it against"
 
 
@@ -165,43 +169,112 @@ def _content_range(value: str | None) -> tuple[int | None, int | None]:
     return (int(first) if first else None), (int(total) if total != "*" else None)
 
 
-def _download(url: str, part: Path, timeout: float, progress: bool) -> int | None:
+def validator_path(part: Path) -> Path:
+    """Where the validator of the file a ``.part`` holds the start of is kept: the ``ETag`` (or
+    ``Last-Modified``) the server sent with its first bytes, so that a resume asks for the rest
+    of that same file (``If-Range``)."""
+    return part.with_name(part.name + ".validator")
+
+
+def _validator(headers) -> str | None:
+    """A response's strong ``ETag``, else its ``Last-Modified`` (what ``If-Range`` takes); None if neither."""
+    etag = (headers.get("ETag") or "").strip()
+    if etag and not etag.startswith("W/"):  # a weak tag may not be used in If-Range (RFC 9110, 13.1.5)
+        return etag
+    return (headers.get("Last-Modified") or "").strip() or None
+
+
+def _read_validator(part: Path) -> str | None:
+    """The validator recorded for ``part``; None when there is none (a ``.part`` of an older
+    version, a server that sent none), or it is a link, or not a header value. (One of another
+    server's file only makes this one send the file whole.)"""
+    path = validator_path(part)
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("validator") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and re.fullmatch(r"[\x20-\x7e]{1,300}", value) else None
+
+
+def _write_validator(part: Path, url: str, validator: str | None) -> None:
+    path = validator_path(part)
+    if validator is None:
+        path.unlink(missing_ok=True)
+        return
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        json.dump({"url": url, "validator": validator}, fh)
+
+
+def _start_over(part: Path) -> None:
+    part.unlink(missing_ok=True)
+    validator_path(part).unlink(missing_ok=True)
+
+
+def _download(url: str, part: Path, timeout: float, progress: bool, state: dict | None = None) -> int | None:
     """Stream ``url`` into ``part``, continuing after the bytes already there when the server
     answers a Range request with 206 (and starting over when it answers 200).
+
+    A resume asks for the rest of the file the ``.part`` began (``If-Range`` with the validator
+    the first bytes came with, :func:`validator_path`): a server whose file changed since sends
+    it whole (200), and a 206 whose validator differs from the recorded one (a server that
+    ignores ``If-Range``) is started over, so two versions are never joined. A resume without a
+    recorded validator sets ``state["unvalidated"]``: the caller cannot call its size a check.
 
     Returns the file's size as the server announced it (``part`` then holds exactly that many
     bytes), or None when it announced none. Raises :class:`_Incomplete` when the body ended early.
     """
+    state = {} if state is None else state
     offset = part.stat().st_size if part.exists() else 0
+    validator = _read_validator(part) if offset else None
     headers = {"User-Agent": "dcsr"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
+        if validator:
+            headers["If-Range"] = validator
     try:
         resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as e:
         if e.code != 416 or not offset:
             raise
         # the .part reaches (or passes) the end of the file
-        if _content_range(e.headers.get("Content-Range"))[1] == offset:
+        now = _validator(e.headers)
+        if _content_range(e.headers.get("Content-Range"))[1] == offset and not (validator and now and now != validator):
+            state["unvalidated"] = state.get("unvalidated") or not validator
             return offset
-        log.warning("%s: %s is longer than the file; starting over", url, part)
-        part.unlink()
-        return _download(url, part, timeout, progress)
+        log.warning("%s: %s is longer than the file, or of another version of it; starting over", url, part)
+        _start_over(part)
+        return _download(url, part, timeout, progress, state)
     with resp:
         length = _length(resp.headers.get("Content-Length"))
         first, total = _content_range(resp.headers.get("Content-Range"))
+        now = _validator(resp.headers)
         if getattr(resp, "status", None) == 206:
             if first != offset:  # not the bytes asked for: start over, without a Range
-                if part.exists():
-                    part.unlink()
+                _start_over(part)
                 raise _Incomplete(f"HTTP 206 with Content-Range {resp.headers.get('Content-Range')!r} "
                                   f"in answer to a request for bytes {offset}-")
+            if offset and validator and now and now != validator:
+                log.warning("%s: the file changed on the server since %s began (%s, now %s); starting over",
+                            url, part, validator, now)
+                _start_over(part)
+                return _download(url, part, timeout, progress, state)
             if offset:
-                log.info("%s: resuming after %d bytes", url, offset)
+                if not validator:
+                    state["unvalidated"] = True
+                    log.warning("%s: resuming %s after %d bytes without a validator of its first bytes (ETag or "
+                                "Last-Modified): it cannot be told whether the file changed in between", url, part,
+                                offset)
+                else:
+                    log.info("%s: resuming after %d bytes", url, offset)
             mode = "ab"
             total = total if total is not None else (offset + length if length is not None else None)
         else:
             offset, mode, total = 0, "wb", length
+            state["unvalidated"] = False
+            _write_validator(part, url, now)
         got = offset
         # in a rule's log (not a terminal), a line every 30 s rather than every 0.1 s of a 13 GB download
         with open(part, mode) as fh, tqdm(total=total, initial=offset, unit="B", unit_scale=True,
@@ -219,18 +292,18 @@ def _download(url: str, part: Path, timeout: float, progress: bool) -> int | Non
 
 
 def _download_with_retries(url: str, part: Path, retries: int, timeout: float, progress: bool,
-                           backoff: float) -> int | None:
+                           backoff: float, state: dict | None = None) -> int | None:
     """:func:`_download`, retried; failures as :class:`InputError` naming ``url``."""
     for attempt in range(retries + 1):
         try:
-            return _download(url, part, timeout, progress)
+            return _download(url, part, timeout, progress, state)
         except (urllib.error.URLError, http.client.HTTPException, OSError, _Incomplete) as e:
             code = getattr(e, "code", None)
             why = f"HTTP {code} {e.reason}" if code else str(getattr(e, "reason", "") or e) or type(e).__name__
             retryable = code is None or code >= 500 or code in (408, 429)
             if not retryable or attempt == retries:
                 if part.exists() and part.stat().st_size == 0:
-                    part.unlink()
+                    _start_over(part)
                 tries = f" after {attempt + 1} attempts" if attempt else ""
                 kept = f" ({part} is kept: the next try resumes it)" if part.exists() else ""
                 raise InputError(url, f"download failed{tries}: {why}{kept}") from e
@@ -289,26 +362,29 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
             raise InputError(str(part), f"is a symbolic link to {os.readlink(part)}; a download is never written "
                                         "through a link: remove it and run again")
         if entry and part.exists() and part.stat().st_size > entry["size"]:
-            part.unlink()  # longer than the file it is a part of
-        total = _download_with_retries(source, part, retries, timeout, progress, backoff)
+            _start_over(part)  # longer than the file it is a part of
+        state: dict = {}
+        total = _download_with_retries(source, part, retries, timeout, progress, backoff, state)
         size, digest = part.stat().st_size, sha256_of(part)
         if total is not None and size != total:  # _download checks this; a last guard before the rename
-            part.unlink()
+            _start_over(part)
             raise InputError(source, f"the download has {size} bytes, but the server announced {total}; "
                                      f"the file was removed")
         if want and digest != want:
-            part.unlink()
+            _start_over(part)
             raise InputError(source, f"sha256 mismatch: expected {want}, downloaded {digest}; the file was removed")
         if entry:
             try:
                 _check_against_lock(part, dest.name, entry, lock, f"the download from {source}")
             except InputError as e:
-                part.unlink()
+                _start_over(part)
                 raise InputError(str(dest), f"{e.problem}; the download was removed (if the file changed on "
                                             f"purpose, delete its entry from {lock})") from None
-        by = (["size"] if total is not None else []) + (["sha256"] if want else [])
-        checked = _verification(by, UNVERIFIED)
+        sized = total is not None and not state.get("unvalidated")
+        by = (["size"] if sized else []) + (["sha256"] if want else [])
+        checked = _verification(by, UNVERIFIED if total is None else RESUMED_UNVALIDATED)
         replace_durably(part, dest)
+        validator_path(part).unlink(missing_ok=True)
         if lock and not entry:
             record_in_lock(lock, dest.name, {"url": source, "size": size, "sha256": digest, **checked})
     done = f"{source}: downloaded to {dest} ({size} bytes, sha256 {digest})"
