@@ -14,6 +14,7 @@ rule split_sentences:
     params:
         script=f"{SCRIPTS}/split_sentences.py",
         code=plan.code_version("split_sentences.py"),
+        splitter=plan.config["dcsr"]["splitter"],
     threads: 1
     resources:
         mem_mb=plan.resources_for("split_sentences", "mem_mb"),
@@ -22,4 +23,4 @@ rule split_sentences:
         "../envs/cpu.yaml"
     shell:
         "python {params.script:q} --corpus {input.corpus:q} --output {output.table:q}"
-        " --stats {output.stats:q} 2> {log:q}"
+        " --splitter {params.splitter:q} --stats {output.stats:q} 2> {log:q}"

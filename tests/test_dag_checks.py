@@ -340,3 +340,21 @@ def test_a_results_folder_this_user_cannot_write_is_refused(tmp_path):
     finally:
         (top / "read-only").chmod(0o755)
         shutil.rmtree(top)
+
+
+def test_the_splitter_reaches_the_sentence_table_and_every_dcsr_model(tmp_path):
+    """dcsr.splitter is one setting for every DCSR model: the corpus's one sentence table is split
+    with it, and each DCSR model's settings carry it (a passage the table lacks is split alike);
+    the paper configs take DCSR's own rule."""
+    cfg = load("config.yaml", dcsr={**load("config.yaml")["dcsr"], "splitter": "dcsr"})
+    plan = Plan(copy.deepcopy(cfg))
+    assert plan.train_settings("dcsr-a")["splitter"] == plan.train_settings("untrained-sent")["splitter"] == "dcsr"
+    assert "splitter" not in plan.train_settings("dpr-a")
+    assert Plan(load("config.yaml")).train_settings("dcsr-a")["splitter"] == "blingfire"
+    assert load("paper.yaml")["dcsr"]["splitter"] == load("paper-attribution.yaml")["dcsr"]["splitter"] == "dcsr"
+    over = tmp_path / "over.yaml"
+    over.write_text("dcsr: {splitter: dcsr}\n")
+    r = snakemake(REPO, tmp_path, "-n", "-p", "--configfile", str(REPO / "config" / "config.yaml"), str(over), "--",
+                  "results/sentences/squad/sentences.tsv")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert "--splitter dcsr" in r.stdout

@@ -73,6 +73,7 @@ SAMPLINGS = ("bm25_1", "bm25_2", "inpassage_bm25")
 POSITIVE_TEXTS = ("whole", "kept")
 INPASSAGE_NEGATIVES = ("any", "not_adjacent")
 POSITIVE_MATCHES = ("tokens", "substring")
+SPLITTERS = ("blingfire", "dcsr", "pysbd", "syntok", "segtok", "sentencex", "spacy")  # dcsr.data.sentences
 MATCH_TYPES = ("string", "regex")
 #: What a regex test answer that does not compile does (dcsr.data.answers.check_patterns): stop the
 #: evaluation, or count as never found, as DPR's ``regex_match`` scores it.
@@ -199,6 +200,8 @@ DCSR_TRAIN: dict[str, Setting] = {
 #: Set by the pipeline from the training dataset's ``match``, not by a user.
 DCSR_INTERNAL: dict[str, Setting] = {
     "match_type": _s(str, "string", "answer matching for positive sentences: string or regex", choices=MATCH_TYPES),
+    "splitter": _s(str, "blingfire", "the sentence splitter of the corpus's table (dcsr.splitter), for a passage "
+                                     "split where the table lacks it", choices=SPLITTERS),
 }
 
 #: Settings that do not change the trained model: a checkpoint written under other values
@@ -215,6 +218,10 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                           choices=("dev",), low=0, low_open=True),
         "sentences_per_passage": _s((float, int, _NONE), None, "k of the top 100 x k sentences "
                                                                "(null: the corpus mean)", low=0, low_open=True),
+        "splitter": _s(str, "blingfire", "how passages are cut into sentences: blingfire (chosen on real text, "
+                                         "benchmarks/sentence-splitting) or dcsr (DCSR's code, process_ctx.py: "
+                                         "which made the paper's corpus; fewer, longer sentences), or pysbd, syntok, "
+                                         "segtok, sentencex, spacy where installed", choices=SPLITTERS),
     },
     "bm25": {
         "mine_negatives": _s(bool, True, "fill hard_negative_ctxs of training sets from BM25, as DPR did"),
@@ -385,7 +392,8 @@ class Settings(Mapping):
 
 _ELSEWHERE = {
     **{k: "a DCSR setting: set it under dcsr: (all DCSR models) or a DCSR model's own train:" for k in DCSR_TRAIN},
-    **{k: "set by the pipeline from the training dataset's match" for k in DCSR_INTERNAL},
+    "match_type": "set by the pipeline from the training dataset's match",
+    "splitter": "set under dcsr: for every DCSR model (one sentence table a corpus), not a model's train:",
 }
 
 

@@ -13,12 +13,15 @@ The default splitter is Blingfire, chosen by measurement on real Wikipedia passa
 right most often where the splitters disagree (hand-checked), and at ~6,000 passages/s on one
 core it splits DPR's 21M passages in about an hour, 3-20x faster than the pure-Python splitters.
 The others (pysbd, syntok, segtok, sentencex, spaCy's rule-based sentencizer) can be selected by
-name for comparison when their package is installed.
+name for comparison when their package is installed. ``dcsr`` is DCSR's own rule
+(:func:`dcsr_sentence_starts`, the authors' ``process_ctx.py``), which made the corpus the paper's
+numbers come from: the paper configs take it (``dcsr.splitter``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from functools import lru_cache
@@ -28,12 +31,14 @@ from typing import Callable, Iterable
 from dcsr.errors import InputError, at
 from dcsr.data.formats import SENTENCES_HEADER, iter_passages, passage_sentences
 from dcsr.fsutil import atomic_open
+from dcsr.settings import SPLITTERS as SETTING_SPLITTERS
 
 DEFAULT_SPLITTER = "blingfire"
 
-# name -> the PyPI distribution that provides it (to name it in errors and in stats).
+# name -> the PyPI distribution that provides it (to name it in errors and in stats); None: this module.
 SPLITTER_PACKAGES = {
     "blingfire": "blingfire",
+    "dcsr": None,
     "pysbd": "pysbd",
     "syntok": "syntok",
     "segtok": "segtok",
@@ -41,6 +46,7 @@ SPLITTER_PACKAGES = {
     "spacy": "spacy",
 }
 SPLITTERS = tuple(SPLITTER_PACKAGES)
+assert set(SPLITTERS) == set(SETTING_SPLITTERS), "dcsr.settings.SPLITTERS names these splitters"
 
 Span = tuple[int, int]
 
@@ -86,6 +92,55 @@ def _blingfire() -> Callable[[str], list[int]]:
     return starts
 
 
+#: The words DCSR's rule never ends a sentence at (``process_ctx.py``'s list).
+DCSR_NO_END = frozenset(["etc.", "e.g.", "diff.", "vs.", "i.e.", "Mr.", "Miss.", "Mrs.", "B.C.", "A.D."])
+#: A sentence of DCSR's rule ends only after this many words (``len(...) > 8`` with its ``<sent>`` counted) ...
+DCSR_MIN_WORDS = 8
+#: ... and a passage's last sentence of fewer words than this joins the one before (``< 8``, the same count).
+DCSR_MIN_LAST_WORDS = 7
+
+
+def _ascii_letter(c: str) -> bool:
+    return "A" <= c <= "Z" or "a" <= c <= "z"
+
+
+def dcsr_sentence_starts(text: str) -> list[int]:
+    """DCSR's own rule (chengzhipanpan/DCSR, ``downloads/data/wikipedia_split/process_ctx.py``,
+    ``process_paragraph_v2``, which made the corpus the paper's numbers come from), as the
+    character offsets where its sentences start. Over the whitespace-separated words: a word
+    ending in ``.``, ``!`` or ``?`` ends a sentence unless it is in :data:`DCSR_NO_END`, has
+    anything but ASCII letters before its last character (``U.S.``, ``1990.``), two or more
+    capitals, or is one capital and the stop (``J.``), or the next word does not start with an
+    ASCII capital; and only once the sentence has :data:`DCSR_MIN_WORDS` words. A last
+    sentence of fewer than :data:`DCSR_MIN_LAST_WORDS` words is joined to the one before (the
+    authors' training files, ``downloads/data/retriever/process_ctx.py``, keep it apart; the
+    corpus, which retrieval searches, joins it). A passage the rule leaves without a sentence
+    (under 7 words: the authors' corpus gives it no ``<sent>``, so no vector) is one sentence here."""
+    words = [(m.start(), m.group()) for m in re.finditer(r"\S+", text)]
+    starts, size = [words[0][0]] if words else [], 0
+    for i, (_, word) in enumerate(words):
+        size += 1
+        if word[-1] not in ".!?" or word in DCSR_NO_END:
+            continue
+        body = word[:-1]
+        capitals = sum("A" <= c <= "Z" for c in body)
+        if not all(_ascii_letter(c) for c in body) or capitals > 1 or (len(body) == 1 and capitals == 1):
+            continue
+        last = i == len(words) - 1
+        if not last and not ("A" <= words[i + 1][1][0] <= "Z"):
+            continue
+        if size >= DCSR_MIN_WORDS and not last:
+            starts.append(words[i + 1][0])
+            size = 0
+    if len(starts) > 1 and size < DCSR_MIN_LAST_WORDS:
+        starts.pop()
+    return starts
+
+
+def _dcsr() -> Callable[[str], list[int]]:
+    return dcsr_sentence_starts
+
+
 def _pysbd() -> Callable[[str], list[int]]:
     import pysbd
 
@@ -127,6 +182,7 @@ def _spacy() -> Callable[[str], list[int]]:
 
 _ADAPTERS: dict[str, Callable[[], Callable[[str], list[int]]]] = {
     "blingfire": _blingfire,
+    "dcsr": _dcsr,
     "pysbd": _pysbd,
     "syntok": _syntok,
     "segtok": _segtok,
@@ -148,6 +204,8 @@ def _starts_fn(splitter: str) -> Callable[[str], list[int]]:
 
 def splitter_version(splitter: str = DEFAULT_SPLITTER) -> str | None:
     """Installed version of the package behind ``splitter`` (None when not installed)."""
+    if splitter in SPLITTER_PACKAGES and SPLITTER_PACKAGES[splitter] is None:
+        return metadata.version("dcsr")  # this package's own rule
     try:
         return metadata.version(SPLITTER_PACKAGES[splitter])
     except (KeyError, metadata.PackageNotFoundError):

@@ -244,6 +244,7 @@ class ConfigView:
         settings = dict(self.config["train"])
         if self.is_dcsr(model):
             settings.update({k: v for k, v in self.config["dcsr"].items() if k in DCSR_TRAIN})
+            settings["splitter"] = self.config["dcsr"]["splitter"]  # one sentence table a corpus
             if "train_on" in self.config["models"][model]:
                 # a list of datasets shares one match type (dcsr.pipeline.config checks it)
                 settings["match_type"] = self.match_type(train_datasets(self.config["models"][model])[0])

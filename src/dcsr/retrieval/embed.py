@@ -466,7 +466,8 @@ def embed_corpus_shard(
         missing = sum(1 for i in ids if i not in table)
         if missing:
             log.warning("%d of %d passages have no sentence-table entry; splitting them now", missing, len(ids))
-        spans_list = [table[i] if i in table else split_sentences(t) for i, t in zip(ids, texts)]
+        splitter = meta.get("settings", {}).get("splitter", "blingfire")  # a model of before dcsr.splitter: Blingfire
+        spans_list = [table[i] if i in table else split_sentences(t, splitter) for i, t in zip(ids, texts)]
         max_sentences = int(meta.get("settings", {}).get("max_sentences", 10))
         vecs, rows, sent_no = encode_sentence_passages(model, tokenizer, titles, texts, spans_list, max_length,
                                                        max_sentences, batch_size, dev, precision=precision, progress=progress,

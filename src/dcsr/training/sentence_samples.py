@@ -184,7 +184,7 @@ class SentenceSampleBuilder(SampleBuilder):
             self.counts["resplit"] += 1  # the table was built from a different text
         from dcsr.data.sentences import split_sentences
 
-        return split_sentences(text)
+        return split_sentences(text, self.settings["splitter"])
 
     def encode(self, ctx: Mapping[str, Any]):
         """``(encoded, spans)``: :func:`encode_passage_with_markers` of a context and its spans."""
