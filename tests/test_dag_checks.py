@@ -53,15 +53,23 @@ def test_an_index_factory_faiss_cannot_parse_is_refused():
         check_index_factory("Flat'; touch x; '")
 
 
-@pytest.mark.parametrize("factory, transform", [("PCA32,Flat", "PCAMatrix"), ("PCAR64,IVF16,Flat", "PCAMatrix"),
-                                                ("L2norm,Flat", "NormalizationTransform")])
-def test_a_factory_whose_pre_transform_changes_inner_products_is_refused(factory, transform):
-    """PCA centres the vectors (each shard on its own mean) and L2norm makes a dot product a
-    cosine: both change the scores the index ranks by, so they are refused; rotations are not."""
-    for good in ("OPQ16_64,IVF16,PQ16", "RR64,Flat", "Pad1024,Flat"):
+@pytest.mark.parametrize("factory, problem", [
+    ("PCA32,Flat", "puts a PCAMatrix before the index, which changes the inner products"),
+    ("PCAR64,IVF16,Flat", "puts a PCAMatrix before the index"),
+    ("L2norm,Flat", "puts a NormalizationTransform before the index"),
+    ("IDMap,PCA32,Flat", "asks for an IDMap, whose index takes vectors only with their ids"),
+    ("IDMap2,Flat", "asks for an IDMap"),
+    ("RR64,Flat", "turns the 768-d vectors into 64-d ones before the index \\(RandomRotationMatrix\\): a projection"),
+    ("OPQ16_64,IVF16,PQ16", "turns the 768-d vectors into 64-d ones before the index \\(OPQMatrix\\)"),
+])
+def test_a_factory_whose_pre_transform_changes_inner_products_is_refused(factory, problem):
+    """PCA centres the vectors (each shard on its own mean), L2norm makes a dot product a cosine,
+    and a rotation that narrows the vectors projects them: each changes the scores the index
+    ranks by (and their scale, which HasAns reads), so they are refused; rotations at the
+    vectors' width are not."""
+    for good in ("OPQ16,IVF16,PQ16", "RR768,Flat", "Pad1024,Flat", "OPQ16,HNSW32"):
         check_index_factory(good)
-    with pytest.raises(InputError, match=f"^config: index.factory: '{factory}' puts a {transform} before the index, "
-                                         "which changes the inner products"):
+    with pytest.raises(InputError, match=f"^config: index.factory: '{factory}' {problem}"):
         check_index_factory(factory)
 
 
@@ -358,3 +366,15 @@ def test_the_splitter_reaches_the_sentence_table_and_every_dcsr_model(tmp_path):
                   "results/sentences/squad/sentences.tsv")
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "--splitter dcsr" in r.stdout
+
+
+def test_a_splitter_that_is_not_installed_is_refused_at_dag_build():
+    import importlib.util
+
+    if importlib.util.find_spec("pysbd") is not None:
+        pytest.skip("pysbd is installed here")
+    cfg = load("config.yaml", dcsr={**load("config.yaml")["dcsr"], "splitter": "pysbd"})
+    with pytest.raises(InputError) as e:
+        Plan(copy.deepcopy(cfg))
+    assert str(e.value) == ("config: dcsr.splitter: 'pysbd' needs the package 'pysbd', which is not installed here "
+                            "(pip install pysbd); blingfire and dcsr need none")

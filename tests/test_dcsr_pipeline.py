@@ -277,3 +277,26 @@ def test_a_run_shorter_than_k_for_want_of_sentences_is_a_warning_naming_the_sett
     assert [r.getMessage() for r in caplog.records] == [
         "1 of 3 questions rank fewer than 4 passages from their top 6 sentences (as few as 3, median 3): their "
         "missing ranks count as misses at top-k; raise dcsr.sentences_per_passage (null: the corpus mean)"]
+
+
+@pytest.mark.parametrize("splitter, sentences", [("blingfire", 3), ("dcsr", 1)])
+def test_a_passage_the_table_lacks_is_split_with_the_models_splitter(tmp_path, tiny_bert, splitter, sentences):
+    """dcsr.splitter reaches the passages split where the sentence table lacks them: in training
+    (SentenceSampleBuilder.passage_spans) and in the embedding job (embed_corpus_shard without a
+    table). DCSR's rule keeps "The apple is old." (4 words) with what follows, and joins the
+    6-word last sentence to it: one sentence, where Blingfire makes three."""
+    from dcsr.data.sentences import split_sentences
+    from dcsr.training.loop import export_untrained
+
+    text = "The apple is old. It stands near the river and the castle on the hill. Nobody knows the apple number 3."
+    assert len(split_sentences(text, splitter)) == sentences
+    settings = {"passage_max_length": 64, "question_max_length": 16, "splitter": splitter}
+    export_untrained(settings, str(tiny_bert), tmp_path / "m", log=lambda m: None, builder_cls=builder_class("dcsr"))
+    write_corpus(tmp_path / "c.tsv", [Passage(7, text, "Apple")])
+    embed_corpus_shard(tmp_path / "m", tmp_path / "c.tsv", 0, 1, tmp_path / "v.npy", tmp_path / "i.npy",
+                       progress=False, out_sentences=tmp_path / "n.npy")
+    assert np.load(tmp_path / "n.npy").tolist() == list(range(sentences))
+    tok, _, _ = load_biencoder(tmp_path / "m")
+    builder = SentenceSampleBuilder(validate_settings({"splitter": splitter}, SentenceSampleBuilder.SETTINGS),
+                                    tokenizer=tok, spans={})
+    assert builder.passage_spans({"text": text, "passage_id": "7"}) == split_sentences(text, splitter)

@@ -472,34 +472,56 @@ def test_a_part_or_lock_file_planted_as_a_link_is_refused_and_its_target_untouch
     assert get(f"{server}/ok", dest) == dest and dest.read_bytes() == BODY
 
 
-def _cut_then_changed(mirror, tmp_path, faults):
+def _cut_then_changed(mirror, tmp_path, ignore_if_range=False, only_last_modified=False):
     """A download cut after 1000 bytes (its .part kept), then the server's file replaced by another
-    of the same size; ``(requests of the re-run, the new bytes)``."""
+    of the same size, and fetched again from the same URL; ``(requests of the re-run, the new bytes)``."""
     path, dest, lock = mirror / CORPUS_PATH, tmp_path / CORPUS, tmp_path / "lock.json"
-    with serve(mirror, faults=Faults(cut_after=1000)) as url:
+    faults, requests = Faults(cut_after=1000, only_last_modified=only_last_modified), []
+    with serve(mirror, faults=faults, requests=requests) as url:
         with pytest.raises(InputError, match="part is kept"):
             fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
-    new = bytes(reversed(path.read_bytes()))
-    path.write_bytes(new)
-    os.utime(path, (path.stat().st_mtime + 60,) * 2)
-    requests = []
-    with serve(mirror, faults=faults, requests=requests) as url:
+        new = bytes(reversed(path.read_bytes()))
+        path.write_bytes(new)
+        os.utime(path, (path.stat().st_mtime + 60,) * 2)
+        faults.ignore_if_range = ignore_if_range
         fetch_resource(f"{url}/{CORPUS_PATH}", dest, lock, retries=0)
-    return requests, new
+    return requests[1:], new
 
 
-@pytest.mark.parametrize("faults", [Faults(), Faults(ignore_if_range=True)])
-def test_a_file_that_changed_between_the_parts_is_fetched_whole_never_joined(mirror, tmp_path, faults):
+@pytest.mark.parametrize("ignore_if_range, only_last_modified", [(False, False), (True, False), (False, True)])
+def test_a_file_that_changed_between_the_parts_is_fetched_whole_never_joined(mirror, tmp_path, ignore_if_range,
+                                                                            only_last_modified):
     """A resume asks with If-Range for the rest of the version its first bytes came from: the
     server whose file changed sends the new one whole (200), and a 206 whose ETag is not the
     first bytes' (a server that ignores If-Range) is started over. Before, the old 1000 bytes
     were joined to the new file's rest, of the announced size, and recorded as verified."""
-    requests, new = _cut_then_changed(mirror, tmp_path, faults)
-    assert requests[0].range == "bytes=1000-" and requests[0].if_range.startswith('"')
-    assert [r.range for r in requests] == (["bytes=1000-"] if not faults.ignore_if_range else ["bytes=1000-", None])
+    requests, new = _cut_then_changed(mirror, tmp_path, ignore_if_range, only_last_modified)
+    assert requests[0].range == "bytes=1000-"
+    assert requests[0].if_range.endswith(" GMT") if only_last_modified else requests[0].if_range.startswith('"')
+    assert [r.range for r in requests] == (["bytes=1000-", None] if ignore_if_range else ["bytes=1000-"])
     dest = tmp_path / CORPUS
     assert dest.read_bytes() == new and sorted(p.name for p in tmp_path.iterdir()) == ["lock.json", CORPUS]
     assert read_lock(tmp_path / "lock.json")[CORPUS]["verified_by"] == ["size"]
+
+
+def test_a_complete_part_of_another_version_is_fetched_again(mirror, tmp_path):
+    """A .part as long as the file, of a version the server no longer has: the server that ignores
+    If-Range answers 416 with the new ETag, and the file is fetched again from the start."""
+    path, dest = mirror / CORPUS_PATH, tmp_path / CORPUS
+    with serve(mirror) as url:
+        fetch_resource(f"{url}/{CORPUS_PATH}", dest, None)
+        dest.rename(tmp_path / f"{CORPUS}.part")  # as if killed before the rename, its validator beside it
+        (tmp_path / f"{CORPUS}.part.validator").write_text(json.dumps({"url": f"{url}/{CORPUS_PATH}",
+                                                                       "validator": '"old-tag"'}))
+        new = bytes(reversed(path.read_bytes()))
+        path.write_bytes(new)
+        requests = []
+    with serve(mirror, faults=Faults(ignore_if_range=True), requests=requests) as url2:
+        (tmp_path / f"{CORPUS}.part.validator").write_text(json.dumps({"url": f"{url2}/{CORPUS_PATH}",
+                                                                       "validator": '"old-tag"'}))
+        fetch_resource(f"{url2}/{CORPUS_PATH}", dest, None)
+    assert [(r.range, r.if_range) for r in requests] == [(f"bytes={len(new)}-", '"old-tag"'), (None, None)]
+    assert dest.read_bytes() == new and sorted(p.name for p in tmp_path.iterdir()) == [CORPUS]
 
 
 def test_a_resume_without_a_validator_is_not_called_verified(mirror, tmp_path, caplog):
@@ -517,16 +539,17 @@ def test_a_resume_without_a_validator_is_not_called_verified(mirror, tmp_path, c
         else:
             assert not entry["verified"] and "resumed from a .part without a validator" in entry["reason"]
     assert "without a validator of its first bytes" in caplog.text
+    assert "NOT verified: it was resumed from a .part without a validator" in caplog.text
 
 
 def test_a_validator_file_that_is_not_ours_is_not_sent(mirror, tmp_path):
-    """The .part's validator is read as data: one that is no JSON, or holds a line break, is not
-    sent (the resume is then unvalidated)."""
+    """The .part's validator is read as data: one that is no JSON, was recorded for another URL or
+    holds a line break is not sent (the resume is then unvalidated)."""
     from dcsr.data.download import validator_path
 
     data, dest = (mirror / CORPUS_PATH).read_bytes(), tmp_path / CORPUS
     part = tmp_path / f"{CORPUS}.part"
-    for planted in ("not json",
+    for planted in ("not json", '{"url": "http://elsewhere/x", "validator": "\\"1\\""}',
                     '{"url": "%s", "validator": "\\"1\\"\\r\\nX-Injected: 1"}'):
         part.write_bytes(data[:1000])
         requests = []

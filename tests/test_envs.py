@@ -202,12 +202,13 @@ def dists_of(module: str) -> set[str]:
 
 
 def _optional_splitters() -> set[str]:
-    """The sentence splitters other than the default: chosen by name for comparison only (no rule
-    passes --splitter), imported inside their adapter, whose ImportError dcsr.data.sentences turns
-    into an error naming the package. The default (blingfire) is required like any import."""
+    """The sentence splitters other than the default and DCSR's own rule: chosen by name for
+    comparison (dcsr.splitter, checked at DAG build to be installed), imported inside their
+    adapter, whose ImportError dcsr.data.sentences turns into an error naming the package. The
+    default (blingfire) is required like any import; DCSR's rule is this package's code."""
     from dcsr.data.sentences import DEFAULT_SPLITTER, SPLITTER_PACKAGES
 
-    return set(SPLITTER_PACKAGES.values()) - {SPLITTER_PACKAGES[DEFAULT_SPLITTER]}
+    return set(SPLITTER_PACKAGES.values()) - {SPLITTER_PACKAGES[DEFAULT_SPLITTER], None}
 
 
 def third_party_imports(script: Path, src: Path, optional: set[str] = frozenset()) -> dict[str, Path]:

@@ -295,12 +295,14 @@ def test_a_machine_without_a_gpu_driver_searches_without_importing_torch(tmp_pat
     assert r.stdout.split() == ([str(torch.cuda.is_available()), "True"] if driver else ["False", "False"])
 
 
-def test_placement_reads_the_index_under_a_pre_transform():
+def test_placement_reads_the_index_under_a_pre_transform(monkeypatch):
     """faiss-gpu's cloner leaves an IndexPreTransform (OPQ, RR) on the CPU around the GPU index,
     or around the IndexShards of one a GPU: where the search runs is read under it (here CPU
-    flats stand in for the GPU ones, laid out as the cloner lays them out)."""
+    flats stand in for the GPU ones, laid out as the cloner lays them out, and named as
+    faiss-gpu's are)."""
     import faiss
 
+    import dcsr.retrieval.index as index_module
     from dcsr.retrieval.index import _faiss_parts, placement_of
 
     shards = faiss.IndexShards(DIM)
@@ -312,3 +314,10 @@ def test_placement_reads_the_index_under_a_pre_transform():
     assert _faiss_parts(placement._unwrap(wrapped)) == ["IndexFlatIP", "IndexFlatIP"]
     assert placement_of(wrapped) == "faiss-cpu"
     assert placement._unwrap(FakeGpuIndex(flats[0])).cpu is flats[0]  # no FAISS index: as it is
+
+    def gpu_named(index):  # the shards faiss-gpu's cloner makes are GpuIndexFlat
+        parts = _faiss_parts(index)
+        return ["Gpu" + p for p in parts] if type(faiss.downcast_index(index)).__name__ == "IndexShards" else parts
+
+    monkeypatch.setattr(index_module, "_faiss_parts", gpu_named)
+    assert placement_of(wrapped) == "faiss-gpu"

@@ -59,6 +59,11 @@ CASES = [
      "config: dcsr.sampling: expected one of bm25_1, bm25_2, inpassage_bm25, found 'bm25_3'"),
     ("dcsr-bad-positive-text", lambda c: c["dcsr"].update(positive_text="tail"),
      "config: dcsr.positive_text: expected one of whole, kept, found 'tail'"),
+    ("dcsr-splitter-choice", lambda c: c["dcsr"].update(splitter="nltk"),
+     "config: dcsr.splitter: expected one of blingfire, dcsr, pysbd, syntok, segtok, sentencex, spacy, found 'nltk'"),
+    ("dcsr-splitter-per-model", lambda c: c["models"]["dcsr"].setdefault("train", {}).update(splitter="dcsr"),
+     "config: models.dcsr.train.splitter: unknown key 'splitter': set under dcsr: for every DCSR model (one sentence "
+     "table a corpus), not a model's train:"),
     ("dcsr-inpassage-negative-type", lambda c: c["models"]["dcsr"].setdefault("train", {}).update(inpassage_negative=3),
      "config: models.dcsr.train.inpassage_negative: expected str, found 3"),
     ("bm25-typo", lambda c: c["bm25"].update(k_1=1.2),

@@ -262,7 +262,7 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                    low=0),
     },
     "index": {
-        "factory": _s(str, "Flat", "a FAISS index_factory string (inner product; no PCA or L2norm, which change its scores); Flat = exact inner product"),
+        "factory": _s(str, "Flat", "a FAISS index_factory string (inner product; no PCA, L2norm or narrowing rotation, which change its scores); Flat = exact inner product"),
         "train_size": _s(int, 100000, "vectors used to train factories that need training", low=1),
         "search_params": _s(str, "", "FAISS ParameterSpace string set on each shard index before searching, such "
                                      "as nprobe=64 (IVF), efSearch=128 (HNSW) or nprobe=32,quantizer_efSearch=64 "

@@ -184,10 +184,10 @@ def _validator(headers) -> str | None:
     return (headers.get("Last-Modified") or "").strip() or None
 
 
-def _read_validator(part: Path) -> str | None:
-    """The validator recorded for ``part``; None when there is none (a ``.part`` of an older
-    version, a server that sent none), or it is a link, or not a header value. (One of another
-    server's file only makes this one send the file whole.)"""
+def _read_validator(part: Path, url: str) -> str | None:
+    """The validator recorded for ``part`` from ``url``; None when there is none (a ``.part`` of an
+    older version, a server that sent none), or it is a link, of another URL (a mirror's tags
+    say nothing of another server's file), or not a header value."""
     path = validator_path(part)
     if path.is_symlink() or not path.is_file():
         return None
@@ -195,7 +195,7 @@ def _read_validator(part: Path) -> str | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    value = data.get("validator") if isinstance(data, dict) else None
+    value = data.get("validator") if isinstance(data, dict) and data.get("url") == url else None
     return value if isinstance(value, str) and re.fullmatch(r"[\x20-\x7e]{1,300}", value) else None
 
 
@@ -228,7 +228,7 @@ def _download(url: str, part: Path, timeout: float, progress: bool, state: dict 
     """
     state = {} if state is None else state
     offset = part.stat().st_size if part.exists() else 0
-    validator = _read_validator(part) if offset else None
+    validator = _read_validator(part, url) if offset else None
     headers = {"User-Agent": "dcsr"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
@@ -274,13 +274,15 @@ def _download(url: str, part: Path, timeout: float, progress: bool, state: dict 
         else:
             offset, mode, total = 0, "wb", length
             state["unvalidated"] = False
-            _write_validator(part, url, now)
+            validator_path(part).unlink(missing_ok=True)  # the old bytes' until the .part is emptied below
         got = offset
         # in a rule's log (not a terminal), a line every 30 s rather than every 0.1 s of a 13 GB download
         with open(part, mode) as fh, tqdm(total=total, initial=offset, unit="B", unit_scale=True,
                                           desc=part.name.removesuffix(".part"), file=sys.stderr,
                                           mininterval=0.1 if sys.stderr.isatty() else 30,
                                           disable=not progress) as bar:
+            if mode == "wb":
+                _write_validator(part, url, now)  # the .part now holds nothing of another version
             while chunk := resp.read(CHUNK):
                 fh.write(chunk)
                 got += len(chunk)
@@ -392,8 +394,8 @@ def fetch(url_or_path: str | os.PathLike, dest: str | os.PathLike, *, retries: i
         log.info("%s, checked against %s", done, lock)
     elif checked["verified"]:
         log.info("%s, verified: %s", done, " and ".join(checked["verified_by"]))
-    else:  # one line, a warning: the file may be cut short
-        log.warning("%s, NOT verified: %s%s", done, UNVERIFIED, f"; recorded as unverified in {lock}" if lock else "")
+    else:  # one line, a warning: the file may be cut short, or joined from two versions
+        log.warning("%s, NOT verified: %s%s", done, checked["reason"], f"; recorded as unverified in {lock}" if lock else "")
     return dest
 
 

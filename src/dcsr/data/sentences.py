@@ -92,6 +92,8 @@ def _blingfire() -> Callable[[str], list[int]]:
     return starts
 
 
+#: What the ``dcsr`` rule follows, as a splitter's version: the authors' file at their commit.
+DCSR_RULE_VERSION = "chengzhipanpan/DCSR@1daaf81 downloads/data/wikipedia_split/process_ctx.py"
 #: The words DCSR's rule never ends a sentence at (``process_ctx.py``'s list).
 DCSR_NO_END = frozenset(["etc.", "e.g.", "diff.", "vs.", "i.e.", "Mr.", "Miss.", "Mrs.", "B.C.", "A.D."])
 #: A sentence of DCSR's rule ends only after this many words (``len(...) > 8`` with its ``<sent>`` counted) ...
@@ -205,7 +207,7 @@ def _starts_fn(splitter: str) -> Callable[[str], list[int]]:
 def splitter_version(splitter: str = DEFAULT_SPLITTER) -> str | None:
     """Installed version of the package behind ``splitter`` (None when not installed)."""
     if splitter in SPLITTER_PACKAGES and SPLITTER_PACKAGES[splitter] is None:
-        return metadata.version("dcsr")  # this package's own rule
+        return DCSR_RULE_VERSION  # this module's own port (jobs import src/, with no package metadata)
     try:
         return metadata.version(SPLITTER_PACKAGES[splitter])
     except (KeyError, metadata.PackageNotFoundError):

@@ -191,10 +191,13 @@ def check_beir_folders(config: Mapping, basedir: Path) -> None:
 DEFAULT_WIDTH = 768
 
 
-#: FAISS's pre-transforms that keep inner products (as rotations, or zero padding): the index
-#: under them still ranks by the model's score (OPQ's and RR's rotations keep it exactly,
-#: up to the PQ codes' approximation).
+#: FAISS's pre-transforms that keep inner products at the vectors' width (rotations, zero
+#: padding): the index under them still ranks by the model's score (a rotation keeps it up to
+#: float rounding; the PQ codes after OPQ approximate it, as PQ alone does). One that narrows
+#: the vectors (OPQ16_64, RR64 of 768) is a projection and is refused.
 KEEP_INNER_PRODUCTS = ("OPQMatrix", "RandomRotationMatrix", "RemapDimensionsTransform")
+KEEP_ADVICE = ("keep the width and let PQ compress (OPQ64,IVF65536,PQ64: a rotation, then 64 bytes a vector), or "
+               "use Flat, SQ8 or HNSW32")
 
 #: Why the others do not.
 CHANGES_SCORES = {
@@ -209,7 +212,8 @@ def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = "")
     """``index.factory`` must be a plain string (letters, digits and ``, _ . -``) that FAISS's
     ``index_factory`` builds at width ``dim`` (the indexed vectors', ``whose`` in the message;
     :func:`check_indexes`), with no pre-transform that changes inner products
-    (:data:`KEEP_INNER_PRODUCTS`: PCA, L2norm are refused). Returns the empty index it built."""
+    (:data:`KEEP_INNER_PRODUCTS`: PCA, L2norm and a narrowing rotation are refused), and no
+    IDMap (which takes vectors only with ids). Returns the empty index it built."""
     if not re.fullmatch(r"[A-Za-z0-9_,.\-]{1,200}", factory):
         raise InputError("config: index.factory", f"{factory!r} is not an index_factory string (letters, digits "
                                                   "and , _ . -, such as Flat, SQ8, HNSW32, IVF4096,PQ64)")
@@ -222,14 +226,25 @@ def check_index_factory(factory: str, dim: int = DEFAULT_WIDTH, whose: str = "")
     except RuntimeError as e:
         raise InputError("config: index.factory",
                          f"FAISS cannot build {factory!r}{whose}: {faiss_message(e)}") from None
-    top = faiss.downcast_index(index)
-    if isinstance(top, faiss.IndexPreTransform):
-        for k in range(top.chain.size()):
-            name = type(faiss.downcast_VectorTransform(top.chain.at(k))).__name__
+    node = faiss.downcast_index(index)
+    if isinstance(node, (faiss.IndexIDMap, faiss.IndexIDMap2)):
+        raise InputError("config: index.factory", f"{factory!r} asks for an IDMap, whose index takes vectors only with "
+                                                  "their ids (add_with_ids); the pipeline keeps each shard's passage "
+                                                  "ids beside its index itself: leave out the IDMap prefix")
+    while isinstance(node, faiss.IndexPreTransform):
+        for k in range(node.chain.size()):
+            vt = faiss.downcast_VectorTransform(node.chain.at(k))
+            name = type(vt).__name__
             if name not in KEEP_INNER_PRODUCTS:
                 raise InputError("config: index.factory", f"{factory!r} puts a {name} before the index, which "
                                  f"changes the inner products the model's scores are: {CHANGES_SCORES.get(name, '')}"
-                                 "use a rotation (OPQ, as OPQ64_256,IVF65536,PQ64, or RR) to shrink or turn vectors")
+                                 f"{KEEP_ADVICE}")
+            if vt.d_out < vt.d_in:
+                raise InputError("config: index.factory", f"{factory!r} turns the {vt.d_in}-d vectors into {vt.d_out}-d "
+                                 f"ones before the index ({name}): a projection, which changes the inner products the "
+                                 "model's scores are and their scale, which DCSR's HasAns softmax reads; "
+                                 f"{KEEP_ADVICE}")
+        node = faiss.downcast_index(node.index)
     return index
 
 
@@ -457,3 +472,19 @@ def check_positive_match(model: str, settings: Mapping) -> None:
         raise InputError(_key("models", model, "train", "positive_match"), "substring looks for an answer's text, "
                          "but this model's training set matches answers as regular expressions (match: regex); "
                          "use tokens")
+
+
+def check_splitter(config: Mapping) -> None:
+    """``dcsr.splitter`` names a splitter whose package is installed, where a DCSR model needs the
+    sentence table: a missing one (pysbd, syntok, segtok, sentencex, spacy: not in the envs)
+    would fail in the split job, after the DAG started."""
+    import importlib.util
+
+    from dcsr.data.sentences import SPLITTER_PACKAGES
+
+    splitter = config["dcsr"]["splitter"]
+    package = SPLITTER_PACKAGES[splitter]
+    if package and any(m.get("method") == "dcsr" for m in config["models"].values()) \
+            and importlib.util.find_spec(package) is None:
+        raise InputError("config: dcsr.splitter", f"{splitter!r} needs the package {package!r}, which is not installed "
+                                                  f"here (pip install {package}); blingfire and dcsr need none")

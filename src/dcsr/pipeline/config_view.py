@@ -13,7 +13,7 @@ from dcsr.errors import InputError
 from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, dataset_questions, dev_variants, json_arg,
                                   seed_replicas, sweep_models, train_datasets, variant_root, variant_settings)
 from dcsr.pipeline.checks import (beir_folder, check_claim_seeds, check_local_sources, check_marker_lengths,
-                                  check_positive_match, check_text)
+                                  check_positive_match, check_splitter, check_text)
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.gpus import job_gpus
 from dcsr.pipeline.paths import bench_path, log_path, patterns
@@ -55,6 +55,7 @@ class ConfigView:
         self.config = expand_config(config)
         self.basedir = Path(basedir)
         check_local_sources(self.config, self.basedir)
+        check_splitter(self.config)
         for model in self.config["models"]:
             if self.is_dcsr(model):
                 check_marker_lengths(model, self.train_settings(model))

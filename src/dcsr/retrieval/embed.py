@@ -423,7 +423,7 @@ def embed_corpus_shard(
 
     A DCSR model encodes one vector per sentence, with the sentence spans of the sentence
     table ``sentences`` (passages missing from it, or every passage when it is None, are
-    split on the fly with the default splitter). ``out_sentences`` receives the sentence
+    split on the fly with the model's ``splitter``, ``dcsr.splitter``). ``out_sentences`` receives the sentence
     number of every vector (-1 for DPR's whole-passage vectors). ``fp16`` is the stored dtype;
     ``precision`` the compute precision (:mod:`dcsr.models.precision`; ``auto`` may pick bf16).
     ``backend`` ``onnx-int8`` runs the passage encoder in ONNX Runtime with int8 weights
