@@ -257,6 +257,7 @@ def test_export_to_sentence_transformers_round_trips(tiny_bert, tmp_path, poolin
     tokenizer, model, _ = load_biencoder(tmp_path / "m")
     info = export_model(tmp_path / "m", tmp_path / "export", "minilm")
     assert info["format"] == "sentence-transformers"
+    assert all((tmp_path / "export" / side / "vocab.txt").is_file() for side in ("question_encoder", "passage_encoder"))
     q_st = SentenceTransformer(str(tmp_path / "export" / "question_encoder"), device="cpu")
     p_st = SentenceTransformer(str(tmp_path / "export" / "passage_encoder"), device="cpu")
     assert (q_st.max_seq_length, p_st.max_seq_length) == (32, 64)
@@ -442,3 +443,23 @@ def test_the_export_readmes_code_keeps_a_quoted_results_path_a_string(tiny_bert,
     loads = [c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)
              and isinstance(c.args[0].value, str) and c.args[0].value.startswith(str(out))]
     assert sorted(set(loads)) == sorted({f"{out}/question_encoder", f"{out}/{'ctx' if fmt == 'dpr' else 'passage'}_encoder"})
+
+
+def test_an_exported_tokenizer_has_the_vocab_txt_slow_tokenizers_read(tiny_bert, tmp_path):
+    """transformers 5 saves tokenizer.json alone; DPR's classes and tools pinned to transformers 4
+    load the slow BertTokenizer, which reads vocab.txt: the export writes it, the same
+    vocabulary, so a WordPiece tokenizer built from it alone gives the same token ids."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import AutoTokenizer
+
+    from dcsr.models.export import save_tokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    save_tokenizer(tokenizer, tmp_path)
+    lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(tokenizer) and lines[tokenizer.cls_token_id] == "[CLS]"
+    slow = BertWordPieceTokenizer(str(tmp_path / "vocab.txt"), lowercase=True)
+    for question, (title, text) in zip(QUESTIONS, zip(TITLES, TEXTS)):
+        assert slow.encode(question).ids == tokenizer(question)["input_ids"]
+        if title:
+            assert slow.encode(title, text).ids == tokenizer(title, text)["input_ids"]

@@ -123,6 +123,27 @@ def _dpr_config(bert_config):
 _DPR_CLASSES = {"question": ("DPRQuestionEncoder", "question_encoder"), "passage": ("DPRContextEncoder", "ctx_encoder")}
 
 
+def save_tokenizer(tokenizer, out_dir: Path) -> None:
+    """``tokenizer.save_pretrained(out_dir)``, and for a WordPiece (BERT) tokenizer a ``vocab.txt``
+    beside its ``tokenizer.json``: transformers 5 writes ``tokenizer.json`` alone, which the
+    slow tokenizers of transformers 4 do not read, and those are what DPR's classes
+    (``DPRQuestionEncoderTokenizer``, Pyserini's ``DprQuestionEncoder``) and most tools pinned
+    to transformers 4 load. The vocabulary is the tokenizer's own, a token a line in id order."""
+    tokenizer.save_pretrained(out_dir)
+    path = Path(out_dir) / "tokenizer.json"
+    if (Path(out_dir) / "vocab.txt").exists() or not path.is_file():
+        return
+    model = json.loads(path.read_text(encoding="utf-8")).get("model", {})
+    vocab = model.get("vocab")
+    if model.get("type") != "WordPiece" or not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+        return
+    by_id = sorted(vocab, key=vocab.__getitem__)
+    if any("\n" in token or "\r" in token for token in by_id):
+        return  # a token a line could not hold it
+    with atomic_path(Path(out_dir) / "vocab.txt", suffix=".txt") as tmp:
+        Path(tmp).write_text("".join(token + "\n" for token in by_id), encoding="utf-8")
+
+
 def write_dpr_encoder(encoder, tokenizer, out_dir: Path, side: str, name: str) -> None:
     """One tower, ``encoder`` (a BERT), in ``out_dir`` as DPR's Hugging Face class of its
     ``side`` (question: DPRQuestionEncoder, passage: DPRContextEncoder) with the tokenizer,
@@ -136,7 +157,7 @@ def write_dpr_encoder(encoder, tokenizer, out_dir: Path, side: str, name: str) -
         getattr(dpr, attr).bert_model.load_state_dict(bert.state_dict())
         dpr.to(dtype=next(bert.parameters()).dtype)
         dpr.save_pretrained(out_dir)
-        tokenizer.save_pretrained(out_dir)
+        save_tokenizer(tokenizer, out_dir)
 
 
 def write_dpr(model, tokenizer, out_dir: Path, name: str) -> None:
@@ -161,7 +182,7 @@ def write_sentence_transformer(encoder, tokenizer, out_dir: Path, pooling: str, 
     try:
         with _quiet_transformers():
             encoder.save_pretrained(out_dir)
-            tokenizer.save_pretrained(out_dir)
+            save_tokenizer(tokenizer, out_dir)
     finally:
         tokenizer.model_max_length = saved
     modules = [{"idx": 0, "name": "0", "path": "", "type": _ST_TYPES["Transformer"]},
@@ -220,7 +241,8 @@ p = p_encoder(**tokenizer(["a title"], ["a passage"], return_tensors="pt", trunc
 scores = q @ p.T  # the dot product
 ```
 
-A passage is its title and text as a sentence pair (`[CLS] title [SEP] text [SEP]`), as DPR.
+A passage is its title and text as a sentence pair (`[CLS] title [SEP] text [SEP]`), as DPR; a
+passage without a title is its text alone (`[CLS] text [SEP]`), not a pair with an empty title.
 """,
     ST_FORMAT: """# {name}: sentence-transformers
 
@@ -237,7 +259,7 @@ scores = {score}
 ```
 
 A passage is its title and text as a sentence pair (`[CLS] title [SEP] text [SEP]`), as in
-training. {note}
+training; a passage without a title is its text alone (`p_encoder.encode(["a passage"])`). {note}
 """,
 }
 
