@@ -301,8 +301,10 @@ def test_the_example_adds_a_zero_shot_beir_test_set_to_the_matrix_and_a_table(in
      "qrels/dev.tsv' does not exist"),
     ({"corpora": {"squad-beir": {"beir": "beir/nowhere"}}}, "config: corpora.squad-beir.beir", "is not a folder"),
     ({"search": {"k": 20}, "evaluate": {"ks": [1, 5, 20]}}, "config: search.k",
-     "is 20, but the tables read hits to rank 100 (R@100 against a BEIR test set's qrels): a run of 20 hits would "
-     "count every deeper rank as a miss; raise search.k to at least 100"),
+     "is 20, but the tables read hits to rank 101 (R@100 against a BEIR test set's qrels, over 100 documents once a "
+     "hit that is the query itself is left out, as BEIR fetches top_k + 1): a run of 20 hits would count every "
+     "deeper rank as a miss; raise search.k to at least 101"),
+    ({"search": {"k": 100}}, "config: search.k", "is 100, but the tables read hits to rank 101"),
     ({"datasets": {"squad-beir": {"corpus": "demo", "beir": {"split": "test"}}}}, "config: datasets.squad-beir.beir",
      "corpus 'demo' has no 'beir' folder"),
     ({"datasets": {"squad-beir": {"corpus": "squad-beir", "beir": {"split": "test"}, "match": "string"}}},
