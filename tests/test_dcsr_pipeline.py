@@ -300,3 +300,25 @@ def test_a_passage_the_table_lacks_is_split_with_the_models_splitter(tmp_path, t
     builder = SentenceSampleBuilder(validate_settings({"splitter": splitter}, SentenceSampleBuilder.SETTINGS),
                                     tokenizer=tok, spans={})
     assert builder.passage_spans({"text": text, "passage_id": "7"}) == split_sentences(text, splitter)
+
+
+def test_a_validation_slice_whose_questions_are_all_skipped_encodes_nothing(dcsr_model):
+    """A process's dev slice can be one or two questions; when DCSR skips each (no answer sentence
+    within max_sentences), collate returns an empty batch, which BERT cannot take: the slice is
+    empty rows, as a process without dev questions, and its rank still joins the gathers."""
+    import random
+
+    from dcsr.training.distributed import DistContext
+    from dcsr.training.validation import _encode_local
+
+    tok, model, meta = load_biencoder(dcsr_model)
+    builder = SentenceSampleBuilder(validate_settings({"max_sentences": 2}, SentenceSampleBuilder.SETTINGS),
+                                    tokenizer=tok)
+    ctx = lambda title, text, pid: {"title": title, "text": text, "passage_id": pid}  # noqa: E731
+    beyond = {"question": "where is the key?", "answers": ["drawer"],
+              "positive_ctxs": [ctx("K", "A key. A door. A lock. In the drawer.", "5")], "negative_ctxs": [],
+              "hard_negative_ctxs": [ctx("Y", "Birds fly.", "15")]}
+    sample = builder.sample(beyond, random.Random(0))
+    assert builder.collate(tok, [sample]).positive_index.numel() == 0
+    q, p, pos = _encode_local(model, tok, builder, [sample], DistContext(0, 1, 0, torch.device("cpu")), None)
+    assert q.shape == (0, model.hidden_size) and p.shape == (0, model.hidden_size) and pos.numel() == 0

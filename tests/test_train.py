@@ -855,3 +855,60 @@ def test_steps_the_grad_scaler_skips_are_counted_not_failed(tmp_path, tiny_bert,
     assert all(math.isfinite(r["loss"]) for r in log)
     assert summary["skipped_steps"] == len(skipped)
     assert any(f"{len(skipped)} skipped by the GradScaler" in m for m in messages), messages
+
+
+def test_validation_encodes_a_large_dev_batch_in_passes_with_the_same_numbers(tiny_bert, data, monkeypatch):
+    """A dev batch's passages are encoded VAL_PASSAGES_PER_PASS at a time (128 questions with 60
+    negatives each would be 7,808 passages in one pass, some 30 GB of activations on a GPU): the
+    same vectors in the same rows, so the same NLL, accuracy and average rank."""
+    from dcsr.training import validation
+
+    _, dev_json = data
+    records = read_biencoder(dev_json)
+    tokenizer, model = build_biencoder(str(tiny_bert), "cls", 0.0)
+    s = validate_settings(SMALL)  # 4 passages a question in the rank, dev batches of SMALL's batch_size
+    calls = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda q, p: calls.append(p["input_ids"].shape[0]) or forward(q, p))
+    whole = evaluate(model, tokenizer, records, s)
+    assert max(calls) > 6
+    calls.clear()
+    monkeypatch.setattr(validation, "VAL_PASSAGES_PER_PASS", 6)
+    parts = evaluate(model, tokenizer, records, s)
+    assert max(calls) <= 6 and sum(calls) == whole["average_rank_passages"] + 16 * 2
+    assert parts["average_rank"] == whole["average_rank"] and parts["accuracy"] == whole["accuracy"]
+    assert parts["nll_loss"] == pytest.approx(whole["nll_loss"], rel=1e-5)
+
+
+def test_a_resumed_log_leaves_out_a_line_cut_short(tmp_path):
+    from dcsr.training.loop import _log_lines_to
+
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "lo')
+    said = []
+    assert _log_lines_to(log, 2, said.append) == ['{"step": 1, "loss": 2.0}\n', '{"step": 2, "loss": 1.5}\n']
+    assert said == [f"warning: {log}:3 is not a whole JSON line (a write cut short); left out of the log"]
+
+
+def test_a_cuda_process_group_binds_its_gpu_among_those_it_sees_and_waits_an_hour(monkeypatch):
+    """On CUDA, rank r takes GPU LOCAL_RANK modulo the GPUs it sees (a launcher that shows each
+    task one GPU: srun --gpus-per-task=1) and the NCCL group waits 60 minutes in a collective,
+    not torch's 10, while rank 0 alone writes a checkpoint. (No GPU here: CUDA's calls are
+    recorded, and the group is not started.)"""
+    import torch.distributed as dist
+
+    from dcsr.training import distributed
+
+    calls = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: calls.setdefault("device", i))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: calls.get("device", 0))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: calls.update(backend=backend, **kw))
+    for key, value in {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    ctx, started = distributed.setup_distributed()
+    assert started and ctx.rank == 3 and ctx.device == torch.device("cuda", 0)
+    assert calls == {"device": 0, "backend": "nccl", "timeout": distributed.NCCL_TIMEOUT}
+    assert distributed.NCCL_TIMEOUT.total_seconds() == 3600

@@ -6,6 +6,7 @@ passage vectors from every process, the NLL loss on the global score matrix (as 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from dataclasses import dataclass, field
 
@@ -16,6 +17,10 @@ from torch import Tensor
 
 from dcsr.errors import InputError
 from dcsr.models.biencoder import score
+
+#: How long a process waits in an NCCL collective (torch's default: 10 minutes) while rank 0 alone
+#: hashes the inputs or writes a checkpoint on a slow shared file system.
+NCCL_TIMEOUT = datetime.timedelta(minutes=60)
 
 @dataclass
 class DistContext:
@@ -77,13 +82,17 @@ def setup_distributed() -> tuple[DistContext, bool]:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cuda = torch.cuda.is_available()
     if cuda:
-        torch.cuda.set_device(local_rank if world > 1 else torch.cuda.current_device())
+        # a launcher that shows each task its own GPU (srun --gpus-per-task=1) leaves one device
+        torch.cuda.set_device(local_rank % torch.cuda.device_count() if world > 1 else torch.cuda.current_device())
         device = torch.device("cuda", torch.cuda.current_device())
     else:
         device = torch.device("cpu")
     started = False
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo")
+        if cuda:  # rank 0 alone hashes inputs and writes 2-3 GB checkpoints while the others wait in NCCL
+            dist.init_process_group("nccl", timeout=NCCL_TIMEOUT)
+        else:
+            dist.init_process_group("gloo")
         started = True
     return DistContext(rank, world, local_rank, device, why), started
 

@@ -325,8 +325,7 @@ class Trainer:
         if ctx.main:
             kept = []
             if state is not None and self.log_path.exists():
-                with open(self.log_path, encoding="utf-8") as fh:
-                    kept = [line for line in fh if line.strip() and json.loads(line).get("step", 0) <= self.step_no]
+                kept = _log_lines_to(self.log_path, self.step_no, self.say)
             with atomic_open(self.log_path, "w", encoding="utf-8") as fh:
                 fh.writelines(kept)
             self.log_fh = open(self.log_path, "a", encoding="utf-8")
@@ -537,6 +536,25 @@ def with_positives(records: list[dict], path, say: Callable[[str], None]) -> lis
     if len(kept) < len(records):
         say(f"{path}: {len(records) - len(kept)} of {len(records)} records have no positive passage and are left "
             "out, as DPR's training leaves them out")
+    return kept
+
+
+def _log_lines_to(path: Path, step: int, say: Callable[[str], None]) -> list[str]:
+    """The lines of a resumed run's training log up to ``step``; a line that is no JSON (the last
+    one, cut by a kill or a full disk) is left out with a warning, as the checkpoint does not
+    depend on it."""
+    kept = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                say(f"warning: {path}:{n} is not a whole JSON line (a write cut short); left out of the log")
+                continue
+            if isinstance(entry, dict) and entry.get("step", 0) <= step:
+                kept.append(line if line.endswith("\n") else line + "\n")
     return kept
 
 

@@ -26,16 +26,48 @@ def _same(a: Sequence[Sample], b: Sequence[Sample]) -> bool:
         return False
 
 
+#: The passages one validation forward pass encodes at most: a dev batch of 128 questions a GPU
+#: with 30 hard and 30 other negatives each (GradCache's batches; DPR's val_av_rank_* of 30) is
+#: 7,808 passages, some 30 GB of activations for bert-base at 256 tokens even without gradients.
+#: DPR encodes them in batches of its own (``val_av_rank_bsz``) as well. Fewer passages are one
+#: pass, as before.
+VAL_PASSAGES_PER_PASS = 1024
+
+
+def _passes(samples: list[Sample]) -> list[list[Sample]]:
+    """``samples`` in consecutive groups of at most :data:`VAL_PASSAGES_PER_PASS` passages (at
+    least one sample a group)."""
+    groups, size = [[]], 0
+    for sample in samples:
+        n = len(sample.passages)
+        if groups[-1] and size + n > VAL_PASSAGES_PER_PASS:
+            groups.append([])
+            size = 0
+        groups[-1].append(sample)
+        size += n
+    return groups
+
+
 def _encode_local(model: BiEncoder, tokenizer, builder: SampleBuilder, samples: list[Sample],
                   ctx: DistContext, amp_dtype) -> tuple[Tensor, Tensor, Tensor]:
     h = model.hidden_size
-    if not samples:  # a process may get no dev questions in the last, partial batch
+    qs, ps, targets, rows = [], [], [], 0
+    for group in _passes(samples) if samples else []:
+        batch = builder.collate(tokenizer, group).to(ctx.device)
+        if not batch.positive_index.numel():  # every sample skipped (DCSR: no answer sentence in reach)
+            continue
+        with _autocast(ctx.device, amp_dtype):
+            q, p = model(batch.q, batch.p)
+        qs.append(q.float())
+        ps.append(p.float())
+        targets.append(batch.positive_index + rows)
+        rows += p.shape[0]
+    if not qs:  # no dev questions here in the last, partial batch, or all of them skipped
         empty = torch.zeros((0, h), device=ctx.device)
         return empty, empty, torch.zeros((0,), dtype=torch.long, device=ctx.device)
-    batch = builder.collate(tokenizer, samples).to(ctx.device)
-    with _autocast(ctx.device, amp_dtype):
-        q, p = model(batch.q, batch.p)
-    return q.float(), p.float(), batch.positive_index
+    if len(qs) == 1:
+        return qs[0], ps[0], targets[0]
+    return torch.cat(qs), torch.cat(ps), torch.cat(targets)
 
 
 @torch.no_grad()
