@@ -267,7 +267,7 @@ def test_a_multi_gpu_job_gets_as_many(tmp_path):
 
 @pytest.mark.parametrize("n, env, torch_gpus", [
     (0, {}, 4),                          # a job that asks for none
-    (1, {"SLURM_JOB_ID": "7"}, 4),       # inside a Slurm job: Slurm gave it its GPUs
+    (1, {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "2"}, 4),  # a Slurm job shown its own GPU: Slurm's binding
     (1, {}, 0),                          # a machine without GPUs
     (1, {"CUDA_VISIBLE_DEVICES": ""}, 4),  # every GPU hidden
 ])
@@ -277,6 +277,18 @@ def test_the_command_runs_untouched_where_there_is_nothing_to_pin(tmp_path, n, e
     assert p.returncode == 0, err
     assert out.strip() == env.get("CUDA_VISIBLE_DEVICES", "unset") and err == ""
     assert not (tmp_path / "locks").exists()
+
+
+def test_jobs_inside_one_slurm_allocation_of_several_gpus_share_them_out(tmp_path):
+    """Snakemake's local executor inside one allocation (salloc with 4 GPUs): each one-GPU job sees
+    all four, so it takes one of its own, as on any machine (it used to run on GPU 0 with the
+    others); a job asking for as many as it sees is Slurm's own binding, untouched."""
+    p = _starter(tmp_path, 1, SHOW, {"SLURM_JOB_ID": "7"}, 4)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out.strip() == "0" and "CUDA_VISIBLE_DEVICES=0" in err
+    p = _starter(tmp_path, 4, SHOW, {"SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}, 4)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and out.strip() == "0,1,2,3" and err == ""
 
 
 def test_the_command_keeps_its_exit_status_and_arguments(tmp_path):

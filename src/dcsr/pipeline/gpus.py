@@ -14,7 +14,9 @@ parts fix that:
   execs the command, which keeps the locks (inherited descriptors) until it and its children
   exit. A job that finds fewer than N
   free waits, holding none meanwhile (no two jobs can block each other). With N = 0, without
-  GPUs, or inside a Slurm job (Slurm binds the job's own GPUs) it execs the command untouched.
+  GPUs, or inside a Slurm job that sees no more GPUs than it asks for (Slurm bound the job's own)
+  it execs the command untouched; inside one Slurm allocation of more GPUs (Snakemake's local
+  executor in ``salloc``) the jobs share them out as on any machine.
 - ``DCSR_JOBS_PER_GPU`` (:func:`jobs_per_gpu`, default 1) lets that many jobs share each GPU,
   each holding one of its slots (a lock file each; slot 0's is the one-job lock), never two
   slots of one GPU. A job holds its GPU from its start to its end, its imports included, so
@@ -248,7 +250,10 @@ def run(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
         raise SystemExit("usage: python -m dcsr.pipeline.gpus N -- COMMAND [ARG...] | --count")
     n, command = int(argv[0]), argv[2:]
-    if n > 0 and "SLURM_JOB_ID" not in os.environ and (devices := visible_devices()):
+    devices = visible_devices() if n > 0 else []
+    if devices and "SLURM_JOB_ID" in os.environ and len(devices) <= n:
+        devices = []  # Slurm bound this job its own GPUs (the executor's job), no more than it asked for
+    if devices:  # here, or in one Slurm allocation whose GPUs Snakemake's local executor shares out
         say = lambda msg: print(f"dcsr.pipeline.gpus: {msg}", file=sys.stderr, flush=True)  # noqa: E731
         if n > len(devices):
             say(f"the job asks for {n} GPUs; this machine shows {len(devices)}, which it gets")
