@@ -321,3 +321,18 @@ def test_placement_reads_the_index_under_a_pre_transform(monkeypatch):
 
     monkeypatch.setattr(index_module, "_faiss_parts", gpu_named)
     assert placement_of(wrapped) == "faiss-gpu"
+
+
+def test_a_cpu_copy_from_the_multi_gpu_cloner_is_said_and_searched_as_the_cpu_index(shard, fake_gpus, monkeypatch,
+                                                                                    caplog):
+    """FAISS's cloner for several GPUs shards Flat and IVF indexes only; an SQfp16 index comes back
+    as a CPU copy, without an error: that is a warning and the CPU index, not "searched with FAISS
+    GPU indexes"."""
+    import faiss
+
+    fake_gpus(n=2)
+    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", lambda index, co=None, ngpu=-1: faiss.clone_index(index))
+    with caplog.at_level(logging.INFO, logger="dcsr.retrieval.placement"):
+        index = read_index(_index(shard, "SQfp16"), use_gpu="auto")
+    assert type(faiss.downcast_index(index)).__name__ == "IndexScalarQuantizer"
+    assert "returned a CPU index (IndexScalarQuantizer)" in caplog.text and "FAISS GPU indexes" not in caplog.text

@@ -126,8 +126,29 @@ def _to_faiss_gpus(index, what: str):
     except RuntimeError as e:
         log.warning("%s stays on the CPU: faiss-gpu's cloner refused it: %s", what, faiss_message(e))
         return index
+    on_cpu = _cpu_parts(gpu)
+    if on_cpu:  # FAISS's multi-GPU cloner shards Flat and IVF only; others come back as CPU copies, silently
+        log.warning("%s stays on the CPU: faiss-gpu's cloner for %d GPUs returned a CPU index (%s)", what,
+                    faiss.get_num_gpus(), ", ".join(on_cpu))
+        return index
     log.info("%s: searched with FAISS GPU indexes on %d GPU(s) (%s, sharded)", what, faiss.get_num_gpus(), why)
     return gpu
+
+
+def _cpu_parts(index) -> list[str]:
+    """The class names of a cloned FAISS index (or of the shards or replicas it holds) when none
+    of them is a GPU index; empty when one is, or when ``index`` is no FAISS index."""
+    faiss = load_faiss()
+    inner = _unwrap(index)
+    try:
+        name = type(faiss.downcast_index(inner)).__name__
+    except (AttributeError, RuntimeError, TypeError):
+        return []
+    if name.startswith(("IndexShards", "IndexReplicas")):
+        names = [type(faiss.downcast_index(inner.at(i))).__name__ for i in range(inner.count())]
+    else:
+        names = [name]
+    return [] if any(n.startswith("Gpu") for n in names) else names
 
 
 def torch_cuda_available() -> bool:
