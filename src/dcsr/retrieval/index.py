@@ -34,7 +34,7 @@ from tqdm import tqdm
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import VerifiedReader, load_array, read_verified, seal, warn_unverified
-from dcsr.retrieval.placement import faiss_message, load_faiss, place_index
+from dcsr.retrieval.placement import _faiss_parts, _unwrap, faiss_message, load_faiss, place_index
 
 log = logging.getLogger(__name__)
 
@@ -342,23 +342,6 @@ def _deepen_ties(index, ids, qb, s, h, tied, kk: int, ntotal: int):
     return s_all, h_all
 
 
-def _faiss_parts(index) -> list[str]:
-    """The class names of a FAISS index (downcast), or of each part of one sharded or replicated
-    over GPUs (``IndexShards``, ``IndexReplicas``); none where the parts cannot be read."""
-    faiss = load_faiss()
-    try:
-        index = faiss.downcast_index(index)
-    except (AttributeError, RuntimeError, TypeError):
-        pass
-    name = type(index).__name__
-    if not name.startswith(("IndexShards", "IndexReplicas")):
-        return [name]
-    try:
-        return [type(faiss.downcast_index(index.at(i))).__name__ for i in range(index.count())]
-    except (AttributeError, RuntimeError, TypeError):
-        return []
-
-
 def exact_flat(index) -> bool:
     """Whether a loaded index searches every vector exactly (a FAISS ``Flat`` on the CPU or on
     GPUs, also sharded or replicated over GPUs, or :class:`TorchFlatIndex`): only there is
@@ -393,8 +376,6 @@ def placement_of(index) -> str:
 
     if isinstance(index, TorchFlatIndex):
         return f"torch-{index.device.type}-{str(index.dtype).removeprefix('torch.')}"
-    from dcsr.retrieval.placement import _unwrap
-
     # faiss-gpu's cloner keeps a pre-transform (OPQ, RR) and an IndexIDMap on the CPU, around the
     # GPU index or its IndexShards: the index under them is where the search runs
     parts = _faiss_parts(_unwrap(index))

@@ -136,19 +136,31 @@ def _to_faiss_gpus(index, what: str):
 
 
 def _cpu_parts(index) -> list[str]:
-    """The class names of a cloned FAISS index (or of the shards or replicas it holds) when none
-    of them is a GPU index; empty when one is, or when ``index`` is no FAISS index."""
-    faiss = load_faiss()
+    """The class names of a cloned FAISS index (or of the shards or replicas it holds,
+    :func:`_faiss_parts`) when none of them is a GPU index; empty when one is, or when ``index``
+    is no FAISS index."""
     inner = _unwrap(index)
+    if not isinstance(inner, load_faiss().Index):
+        return []
+    names = _faiss_parts(inner)
+    return [] if any(n.startswith("Gpu") for n in names) else names
+
+
+def _faiss_parts(index) -> list[str]:
+    """The class names of a FAISS index (downcast), or of each part of one sharded or replicated
+    over GPUs (``IndexShards``, ``IndexReplicas``); none where the parts cannot be read."""
+    faiss = load_faiss()
     try:
-        name = type(faiss.downcast_index(inner)).__name__
+        index = faiss.downcast_index(index)
+    except (AttributeError, RuntimeError, TypeError):
+        pass
+    name = type(index).__name__
+    if not name.startswith(("IndexShards", "IndexReplicas")):
+        return [name]
+    try:
+        return [type(faiss.downcast_index(index.at(i))).__name__ for i in range(index.count())]
     except (AttributeError, RuntimeError, TypeError):
         return []
-    if name.startswith(("IndexShards", "IndexReplicas")):
-        names = [type(faiss.downcast_index(inner.at(i))).__name__ for i in range(inner.count())]
-    else:
-        names = [name]
-    return [] if any(n.startswith("Gpu") for n in names) else names
 
 
 def torch_cuda_available() -> bool:
