@@ -74,6 +74,7 @@ POSITIVE_TEXTS = ("whole", "kept")
 INPASSAGE_NEGATIVES = ("any", "not_adjacent")
 POSITIVE_MATCHES = ("tokens", "substring")
 SPLITTERS = ("blingfire", "dcsr", "pysbd", "syntok", "segtok", "sentencex", "spacy")  # dcsr.data.sentences
+DEFAULT_SPLITTER = "blingfire"  # benchmarks/sentence-splitting
 MATCH_TYPES = ("string", "regex")
 #: What a regex test answer that does not compile does (dcsr.data.answers.check_patterns): stop the
 #: evaluation, or count as never found, as DPR's ``regex_match`` scores it.
@@ -200,7 +201,7 @@ DCSR_TRAIN: dict[str, Setting] = {
 #: Set by the pipeline from the training dataset's ``match``, not by a user.
 DCSR_INTERNAL: dict[str, Setting] = {
     "match_type": _s(str, "string", "answer matching for positive sentences: string or regex", choices=MATCH_TYPES),
-    "splitter": _s(str, "blingfire", "the sentence splitter of the corpus's table (dcsr.splitter), for a passage "
+    "splitter": _s(str, DEFAULT_SPLITTER, "the sentence splitter of the corpus's table (dcsr.splitter), for a passage "
                                      "split where the table lacks it", choices=SPLITTERS),
 }
 
@@ -218,7 +219,7 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                           choices=("dev",), low=0, low_open=True),
         "sentences_per_passage": _s((float, int, _NONE), None, "k of the top 100 x k sentences "
                                                                "(null: the corpus mean)", low=0, low_open=True),
-        "splitter": _s(str, "blingfire", "how passages are cut into sentences: blingfire (chosen on real text, "
+        "splitter": _s(str, DEFAULT_SPLITTER, "how passages are cut into sentences: blingfire (chosen on real text, "
                                          "benchmarks/sentence-splitting) or dcsr (DCSR's code, process_ctx.py: "
                                          "which made the paper's corpus; fewer, longer sentences), or pysbd, syntok, "
                                          "segtok, sentencex, spacy where installed", choices=SPLITTERS),

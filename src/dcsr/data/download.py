@@ -199,12 +199,8 @@ def _read_validator(part: Path, url: str) -> str | None:
     return value if isinstance(value, str) and re.fullmatch(r"[\x20-\x7e]{1,300}", value) else None
 
 
-def _write_validator(part: Path, url: str, validator: str | None) -> None:
-    path = validator_path(part)
-    if validator is None:
-        path.unlink(missing_ok=True)
-        return
-    with atomic_open(path, "w", encoding="utf-8") as fh:
+def _write_validator(part: Path, url: str, validator: str) -> None:
+    with atomic_open(validator_path(part), "w", encoding="utf-8") as fh:
         json.dump({"url": url, "validator": validator}, fh)
 
 
@@ -281,8 +277,8 @@ def _download(url: str, part: Path, timeout: float, progress: bool, state: dict 
                                           desc=part.name.removesuffix(".part"), file=sys.stderr,
                                           mininterval=0.1 if sys.stderr.isatty() else 30,
                                           disable=not progress) as bar:
-            if mode == "wb":
-                _write_validator(part, url, now)  # the .part now holds nothing of another version
+            if mode == "wb" and now:  # the .part now holds nothing of another version (its old validator is gone)
+                _write_validator(part, url, now)
             while chunk := resp.read(CHUNK):
                 fh.write(chunk)
                 got += len(chunk)

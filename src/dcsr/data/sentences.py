@@ -31,9 +31,8 @@ from typing import Callable, Iterable
 from dcsr.errors import InputError, at
 from dcsr.data.formats import SENTENCES_HEADER, iter_passages, passage_sentences
 from dcsr.fsutil import atomic_open
+from dcsr.settings import DEFAULT_SPLITTER
 from dcsr.settings import SPLITTERS as SETTING_SPLITTERS
-
-DEFAULT_SPLITTER = "blingfire"
 
 # name -> the PyPI distribution that provides it (to name it in errors and in stats); None: this module.
 SPLITTER_PACKAGES = {

@@ -460,13 +460,13 @@ def embed_corpus_shard(
              meta.get("method", "dpr"))
     if is_sentence_level(meta):
         from dcsr.data.formats import sentence_spans
-        from dcsr.data.sentences import split_sentences
+        from dcsr.data.sentences import DEFAULT_SPLITTER, split_sentences
 
         table = sentence_spans(sentences, set(ids)) if sentences is not None else {}
         missing = sum(1 for i in ids if i not in table)
         if missing:
             log.warning("%d of %d passages have no sentence-table entry; splitting them now", missing, len(ids))
-        splitter = meta.get("settings", {}).get("splitter", "blingfire")  # a model of before dcsr.splitter: Blingfire
+        splitter = meta.get("settings", {}).get("splitter", DEFAULT_SPLITTER)  # a model from before dcsr.splitter
         spans_list = [table[i] if i in table else split_sentences(t, splitter) for i, t in zip(ids, texts)]
         max_sentences = int(meta.get("settings", {}).get("max_sentences", 10))
         vecs, rows, sent_no = encode_sentence_passages(model, tokenizer, titles, texts, spans_list, max_length,
