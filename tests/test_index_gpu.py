@@ -336,3 +336,80 @@ def test_a_cpu_copy_from_the_multi_gpu_cloner_is_said_and_searched_as_the_cpu_in
         index = read_index(_index(shard, "SQfp16"), use_gpu="auto")
     assert type(faiss.downcast_index(index)).__name__ == "IndexScalarQuantizer"
     assert "returned a CPU index (IndexScalarQuantizer)" in caplog.text and "FAISS GPU indexes" not in caplog.text
+
+
+class GpuIndexFlatIP:
+    """A CPU Flat index named and limited as faiss-gpu's GpuIndexFlatIP: a search past
+    ``FAISS_GPU_MAX_K`` hits throws, as faiss-gpu's ``validateKSelect`` does."""
+
+    def __init__(self, index):
+        self.cpu, self.ntotal, self.d, self.ks = index, index.ntotal, index.d, []
+
+    def search(self, x, k):
+        self.ks.append(k)
+        if k > placement.FAISS_GPU_MAX_K:
+            raise RuntimeError(f"GPU index only supports min/max-K selection up to {placement.FAISS_GPU_MAX_K} "
+                               f"(requested {k})")
+        return self.cpu.search(x, k)
+
+
+def test_a_search_deeper_than_faiss_gpu_selects_goes_to_torch_or_stays_on_the_cpu(shard, fake_gpus, monkeypatch,
+                                                                                   caplog):
+    """faiss-gpu returns at most 2,048 hits a query and throws past it (DCSR's sentence depth is
+    100 x k and can pass it): such a search is placed where it can run. Here the limit is 8:
+    top 7 (8 with the tie probe) is cloned to the GPUs, top 8 is not: under ``true`` and
+    ``auto`` it goes to torch where torch sees CUDA, else to the CPU, with a warning; the hits
+    are the CPU's either way."""
+    monkeypatch.setattr(placement, "FAISS_GPU_MAX_K", 8)
+    path = _index(shard, "Flat")
+    calls = fake_gpus(n=1)
+    assert isinstance(read_index(path, use_gpu=True, k=7), FakeGpuIndex) and len(calls) == 1
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.placement"):
+        assert type(read_index(path, use_gpu=True, k=8)).__name__ == "IndexFlatIP"
+    assert len(calls) == 1 and "returns at most 8 hits a query, and this search asks for 9" in caplog.text
+    monkeypatch.setattr(placement, "TORCH_DEVICE", "cpu")
+    monkeypatch.setattr(placement, "torch_cuda_available", lambda: True)
+    assert isinstance(read_index(path, use_gpu="auto", k=8), placement.TorchFlatIndex)
+    assert isinstance(read_index(_index(shard, "IVF8,Flat"), use_gpu="auto", k=8), FakeGpuIndex)  # no probe: 8
+    want = _hits(shard, "Flat", "deep-cpu", use_gpu=False, k=30)
+    got = _hits(shard, "Flat", "deep-true", use_gpu=True, k=30)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("limit", [64, 16])
+def test_a_tie_longer_than_faiss_gpu_selects_is_cut_there_with_a_warning(monkeypatch, caplog, limit):
+    """A tie at the cut is searched deeper, doubling the depth; on faiss-gpu the doubling stops at
+    its limit instead of throwing. A tie of 41 equal vectors (ids falling as rows rise) within a
+    limit of 64 keeps the smallest ids, as on the CPU; past a limit of 16 the cut is the GPU's
+    order, said in a warning, and every hit kept is one of the tied vectors."""
+    import faiss
+
+    from dcsr.retrieval.index import search_index
+
+    monkeypatch.setattr(placement, "FAISS_GPU_MAX_K", limit)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 8)).astype(np.float32)
+    x[0] *= 10  # the nearest of every other vector to itself
+    x[10:50] = x[0]
+    ids = np.arange(5000, 4800, -1)
+    cpu = faiss.IndexFlatIP(8)
+    cpu.add(x)
+    gpu = GpuIndexFlatIP(cpu)
+    assert placement.max_search_k(gpu) == limit and placement.max_search_k(cpu) is None
+    q = x[[0, 0]]
+    want = search_index(cpu, ids, q, 3)
+    with caplog.at_level(logging.WARNING, logger="dcsr.retrieval.index"):
+        got = search_index(gpu, ids, q, 3)
+    assert max(gpu.ks) <= limit
+    tied = set(ids[[0, *range(10, 50)]].tolist())
+    assert set(got[1].ravel().tolist()) <= tied
+    if limit == 64:
+        np.testing.assert_array_equal(got[1], want[1])
+        assert "tied" not in caplog.text
+    else:
+        assert got[1].tolist() != want[1].tolist()  # the GPU's order: the first rows, not the smallest ids
+        assert "2 queries have hits tied with their top-3's last score past the 16 hits" in caplog.text
+    with pytest.raises(ValueError, match=f"top {limit + 1} asked of an index that returns at most {limit} hits"):
+        search_index(gpu, ids, q, limit + 1)

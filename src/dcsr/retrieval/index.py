@@ -34,7 +34,7 @@ from tqdm import tqdm
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import VerifiedReader, load_array, read_verified, seal, warn_unverified
-from dcsr.retrieval.placement import _faiss_parts, _unwrap, faiss_message, load_faiss, place_index
+from dcsr.retrieval.placement import _faiss_parts, _unwrap, faiss_message, load_faiss, max_search_k, place_index
 
 log = logging.getLogger(__name__)
 
@@ -182,12 +182,15 @@ def write_index(index, path: str | os.PathLike) -> None:
         seal(tmp)
 
 
-def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto", search_params: str = ""):
+def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto", search_params: str = "",
+               k: int | None = None):
     """A FAISS index from ``path``, its checksum verified; a missing, truncated, corrupt or
     changed file is an :class:`InputError`. ``search_params`` (:func:`set_search_params`) are
     set before the index is copied to GPUs, which copy them (``nprobe``). ``use_gpu`` is
     ``index.gpu`` (:func:`place_index`): what comes back may be a faiss-gpu index or a
-    :class:`TorchFlatIndex`, both searched as the CPU index is."""
+    :class:`TorchFlatIndex`, both searched as the CPU index is. ``k``: the top-k that
+    :func:`search_index` will ask of it, so that an index is not placed where it cannot
+    search that deep (faiss-gpu: :data:`FAISS_GPU_MAX_K`)."""
     faiss = load_faiss()
     if not os.path.isfile(path):
         raise InputError(str(path), "no such FAISS index file; build it with index_shard.py")
@@ -204,7 +207,7 @@ def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto", search_par
         log.warning("%s has no checksum (written before indexes carried one); read unverified: %s to have "
                     "it checked", path, REBUILD_INDEX)
     set_search_params(index, search_params, f"the index {path}")
-    return place_index(index, use_gpu, f"the index {path}")
+    return place_index(index, use_gpu, f"the index {path}", None if k is None else probe_depth(index, k))
 
 
 def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | None = None) -> np.ndarray:
@@ -254,7 +257,7 @@ def search_shard_many(index_path: str | os.PathLike, ids_npy: str | os.PathLike,
     shard (at 21M passages, reading a shard index costs far more than searching it). With
     ``progress``, a tqdm bar per question set on stderr advances once per query batch.
     ``search_params``: ``index.search_params`` (:func:`set_search_params`)."""
-    index = read_index(index_path, use_gpu=use_gpu, search_params=search_params)
+    index = read_index(index_path, use_gpu=use_gpu, search_params=search_params, k=k)
     ids = load_npy(ids_npy, ndim=1)
     check_ids(ids, ids_npy, index, index_path)
     return [_search_loaded(index, ids, queries_npy, out_npz, k, batch_size, progress)
@@ -287,7 +290,12 @@ def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int 
         raise InputError(where, f"holds vectors of shape {q.shape}; the index has dimension {index.d}")
     ntotal = int(index.ntotal)
     kk = min(k, max(ntotal, 1))
-    probe = kk + 1 if kk < ntotal and exact_flat(index) else kk  # one more: is the cut inside a tie?
+    probe = probe_depth(index, kk)
+    limit = max_search_k(index)
+    if limit is not None and kk > limit:
+        raise ValueError(f"{where}: top {kk} asked of an index that returns at most {limit} hits a query "
+                         "(faiss-gpu); read it with read_index(..., k=...) to have it placed where it can")
+    probe = min(probe, limit or probe)  # at faiss-gpu's limit exactly: no probe, the cut follows the GPU
     scores = np.full((len(q), k), -np.inf, dtype=np.float32)
     out_ids = np.full((len(q), k), -1, dtype=np.int64)
     bar = tqdm(total=len(q), desc=desc, unit=" questions", disable=not progress, mininterval=2.0)
@@ -309,6 +317,13 @@ def search_index(index, ids: np.ndarray, q: np.ndarray, k: int, batch_size: int 
     return scores, out_ids
 
 
+def probe_depth(index, k: int) -> int:
+    """The hits a query :func:`search_index` first asks of ``index`` for its top ``k``: one more
+    on an exact Flat index with more than ``k`` vectors (is the cut inside a tie?), else ``k``."""
+    k = min(k, max(int(index.ntotal), 1))
+    return k + 1 if k < index.ntotal and exact_flat(index) else k
+
+
 def _hit_ids(s: np.ndarray, r: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """An index's ``(scores, rows)`` as ``(scores, passage ids)``: a hit an approximate index did
     not find (row -1; FAISS scores it -3.4e38) becomes -inf and id -1."""
@@ -320,15 +335,23 @@ def _hit_ids(s: np.ndarray, r: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray,
 def _deepen_ties(index, ids, qb, s, h, tied, kk: int, ntotal: int):
     """Search the queries ``tied`` (whose k-th and (k+1)-th scores are equal) deeper, doubling the
     depth until the last hit scores below the k-th or the shard is exhausted, so that every hit
-    tied with the k-th is among the candidates; returns ``(scores, ids)`` padded to one width."""
+    tied with the k-th is among the candidates; returns ``(scores, ids)`` padded to one width.
+    faiss-gpu stops at :data:`FAISS_GPU_MAX_K` hits: a tie running past it is cut there, in the
+    GPU's order, with a warning."""
     depth, width = s.shape[1], s.shape[1]
+    limit = min(ntotal, max_search_k(index) or ntotal)
     got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     rows = tied
     while len(rows):
-        depth = min(2 * depth, ntotal)
+        depth = min(2 * depth, limit)
         s2, h2 = _hit_ids(*index.search(qb[rows], depth), ids)
         boundary = s[rows, kk - 1]
-        done = (depth >= ntotal) | (s2[:, -1] < boundary)
+        done = (depth >= limit) | (s2[:, -1] < boundary)
+        cut = int(np.sum(done & (depth < ntotal) & (s2[:, -1] >= boundary)))
+        if cut:
+            log.warning("%d queries have hits tied with their top-%d's last score past the %d hits faiss-gpu "
+                        "returns a query: which of the tied hits are kept follows the GPU's order, not the smaller "
+                        "passage id (index.gpu: torch or false search the whole tie)", cut, kk, depth)
         for j in np.flatnonzero(done):
             got[int(rows[j])] = (s2[j], h2[j])
         rows = rows[~done]

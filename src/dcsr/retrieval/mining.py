@@ -210,7 +210,7 @@ def search_shards(queries: np.ndarray, shards: Sequence[tuple[str, str, str | No
     scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
     keys = np.full((len(queries), depth), -1, dtype=np.int64)
     for n, (index_path, ids_npy, sents_npy) in enumerate(shards):
-        index = read_index(index_path, use_gpu=use_gpu, search_params=search_params)
+        index = read_index(index_path, use_gpu=use_gpu, search_params=search_params, k=depth)
         ids = load_npy(ids_npy, ndim=1)
         check_ids(ids, ids_npy, index, index_path)
         if sents_npy is not None:

@@ -135,6 +135,21 @@ def _to_faiss_gpus(index, what: str):
     return gpu
 
 
+#: faiss-gpu's k-selection limit (GPU_MAX_SELECTION_K, faiss/gpu/utils/DeviceDefs.cuh): a GPU
+#: index returns at most this many hits a query and throws for a larger k. A build with cuVS
+#: selects up to 16,384; which one runs cannot be read from Python, so the smaller is assumed.
+FAISS_GPU_MAX_K = 2048
+
+
+def max_search_k(index) -> int | None:
+    """The most hits a query one search of a loaded index can return: :data:`FAISS_GPU_MAX_K`
+    for a faiss-gpu index (or one wrapped, sharded or replicated), None (no limit) for faiss on
+    the CPU and for :class:`TorchFlatIndex`."""
+    if isinstance(index, TorchFlatIndex):
+        return None
+    return FAISS_GPU_MAX_K if any(n.startswith("Gpu") for n in _faiss_parts(_unwrap(index))) else None
+
+
 def _cpu_parts(index) -> list[str]:
     """The class names of a cloned FAISS index (or of the shards or replicas it holds,
     :func:`_faiss_parts`) when none of them is a GPU index; empty when one is, or when ``index``
@@ -193,7 +208,7 @@ def torch_support(index) -> tuple[bool, str]:
     return True, "Flat"
 
 
-def place_index(index, use_gpu: bool | str = "auto", what: str = "the index"):
+def place_index(index, use_gpu: bool | str = "auto", what: str = "the index", depth: int | None = None):
     """Where a loaded CPU index is searched, as ``index.gpu`` (``use_gpu``) says:
 
     - ``False``: faiss on the CPU, ``index`` itself.
@@ -204,6 +219,10 @@ def place_index(index, use_gpu: bool | str = "auto", what: str = "the index"):
       with faiss on the CPU, with a warning; no CUDA in torch is an :class:`InputError`.
     - ``"auto"``: faiss-gpu where faiss sees a GPU; else torch where the index is Flat and
       torch sees CUDA; else faiss on the CPU.
+
+    ``depth``: the most hits a query the caller will ask for in one search. Past
+    :data:`FAISS_GPU_MAX_K` faiss-gpu would throw, so under ``True`` or ``"auto"`` the index
+    goes to torch (a Flat index, where torch sees CUDA) or stays on the CPU, with a warning.
     """
     if use_gpu not in GPU_MODES or (isinstance(use_gpu, int) and not isinstance(use_gpu, bool)):  # 1 == True
         raise InputError("config: index.gpu", f"expected one of {', '.join(map(str, GPU_MODES))}, found {use_gpu!r}")
@@ -214,8 +233,13 @@ def place_index(index, use_gpu: bool | str = "auto", what: str = "the index"):
             raise InputError("config: index.gpu", "true asks for faiss-gpu's GPUs and faiss sees none (faiss-cpu, "
                                                   "or no GPU visible); set it to auto, torch (exact search of Flat "
                                                   "indexes in torch on CUDA) or false")
-        return _to_faiss_gpus(index, what)
-    # "torch", or "auto" without faiss-gpu
+        if depth is None or depth <= FAISS_GPU_MAX_K:
+            return _to_faiss_gpus(index, what)
+        log.warning("%s is not searched with faiss-gpu: it returns at most %d hits a query, and this search asks "
+                    "for %d; it goes to torch on CUDA if it is Flat, else stays on the CPU", what, FAISS_GPU_MAX_K,
+                    depth)
+        use_gpu = "auto"
+    # "torch", or "auto" without faiss-gpu (or past its depth)
     cuda = TORCH_DEVICE != "cuda" or torch_cuda_available()
     if not cuda:
         if use_gpu == "torch":
