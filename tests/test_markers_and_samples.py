@@ -660,3 +660,39 @@ def test_training_samples_hold_the_question_as_the_encoder_sees_it(tok):
         dpr = SampleBuilder(validate_settings({"question_text": rule}))
         assert dpr.sample(record, random.Random(0)).question == expected
         assert _builder(tok, question_text=rule).sample(record, random.Random(0)).question == expected
+
+
+def test_slim_records_draw_the_samples_of_whole_ones(tok, tmp_path):
+    """Training holds a record without the random negatives it never reads (other_negatives 0,
+    hard negatives present: DPR's 50 random passages a question, in every process): they become
+    None, and since a shuffle draws by count alone, both builders draw the very samples of the
+    whole record, seed for seed. With other_negatives > 0, or without hard negatives (DPR's
+    fallback to random negatives), the record is kept whole."""
+    import copy
+
+    from dcsr.data.formats import write_biencoder
+    from dcsr.training.loop import read_training_records
+    from dcsr.training.samples import SampleBuilder
+
+    randoms = [_ctx("Oslo", "Oslo is cold.", 14), _ctx("Lima", "Lima is in Peru.", 2), _ctx("Rome", "Rome is big.", 11)]
+    whole = {**REC_A, "negative_ctxs": randoms}
+
+    def drawn(sample):
+        return sample.question, [p["text"] for p in sample.passages], sample.extra.get("select")
+
+    for builder in (SampleBuilder(validate_settings({"hard_negatives": 2})), _builder(tok),
+                    _builder(tok, sampling="bm25_2")):
+        slim = builder.slim(copy.deepcopy(whole))
+        assert slim["negative_ctxs"] == [None] * 3 and slim["hard_negative_ctxs"] == whole["hard_negative_ctxs"]
+        for seed in range(20):
+            assert drawn(builder.sample(slim, random.Random(seed))) == drawn(builder.sample(whole, random.Random(seed)))
+    kept = SampleBuilder(validate_settings({"other_negatives": 1})).slim(copy.deepcopy(whole))
+    assert kept == whole
+    fallback = {**whole, "hard_negative_ctxs": []}
+    assert SampleBuilder(validate_settings({})).slim(copy.deepcopy(fallback)) == fallback
+    path = tmp_path / "train.json"
+    write_biencoder(path, [whole, fallback, {**whole, "positive_ctxs": []}])
+    said = []
+    records = read_training_records(path, _builder(tok), said.append)
+    assert [r["negative_ctxs"] for r in records] == [[None] * 3, randoms]
+    assert "1 of 3 records have no positive passage" in said[0]

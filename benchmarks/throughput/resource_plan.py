@@ -48,6 +48,11 @@ QUESTIONS = {
     "nq-advhn": {"train": 58_880, "dev": 8_757, "test": 3_610},
 }
 DIM = 768  # bert-base-uncased hidden size
+# Host memory a training process holds per training record, measured with
+# benchmarks/throughput/training_memory.py (2026-11-29, Zen 5): a DPR-shaped record of 1 positive,
+# 30 hard and 50 random negatives of 100 words, read as the loop reads it (the random negatives,
+# which training at other_negatives 0 never reads, not held: 35.0 KiB; 86.9 KiB whole)
+TRAIN_RECORD_KB = 35.0
 # Host memory of an embed_shard job besides its data, measured in the rehearsal
 # (benchmarks/rehearsal/rehearsal.md, 2026-11-25): a tokenized 256-token passage held by the tokenizer's
 # output (DPR's BatchEncoding, 31.8 KB; DCSR's token lists less), for at most
@@ -89,6 +94,13 @@ def dry_run_jobs(text: str) -> list[dict]:
 
 def fmt_bytes(b: float) -> str:
     return f"{b / 1e12:,.2f} TB" if b >= 1e12 else f"{b / GB:,.1f} GB" if b >= 1e8 else f"{b / 1e6:,.1f} MB"
+
+
+def train_memory(questions: float, processes: int, model: str) -> str:
+    """The training set as the training processes hold it (:data:`TRAIN_RECORD_KB` a record)."""
+    per = questions * TRAIN_RECORD_KB * 1024
+    return (f"training set in each of {processes} processes: {fmt_bytes(per)} for the largest, {model} "
+            f"({questions:,.0f} questions at {TRAIN_RECORD_KB} KiB), {fmt_bytes(per * processes)} in all")
 
 
 def fmt_hours(seconds: float | None, formula: str) -> str:
@@ -486,6 +498,7 @@ class Plan:
         epochs = int(cfg["train"]["epochs"])
         steps = {"dpr": 0, "dcsr": 0}
         largest = (0, "", "dpr")  # steps, model, method of the longest single training
+        largest_set = max((j["wildcards"]["model"] for j in tr), key=self.train_questions, default="")
         for j in tr:
             m = j["wildcards"]["model"]
             kind = "dcsr" if self.is_dcsr(m) else "dpr"
@@ -509,7 +522,7 @@ class Plan:
                 "train_biencoder",
                 len(tr),
                 f"training set -> model ({fmt_bytes(ckpt)}), checkpoint ({fmt_bytes(3 * ckpt)})",
-                "not measured at this scale (holds the training set)",
+                train_memory(self.train_questions(largest_set), gpus, largest_set),
                 f"{cfg_mem.get('train_biencoder')}",
                 f"{epochs} epochs x ceil(questions / {batch}); largest {largest_time}",
                 f"{steps['dpr']:,} DPR + {steps['dcsr']:,} DCSR steps of {batch}; GPU-h DPR {train_h[0]}, DCSR {train_h[1]}",

@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from dcsr.data.formats import SOURCE_KEY, read_biencoder
+from dcsr.data.formats import SOURCE_KEY, iter_biencoder, read_biencoder
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
 from dcsr.models.biencoder import (META_FILE, PASSAGE_DIR, QUESTION_DIR, build_biencoder, load_biencoder, tie_encoders,
@@ -199,7 +199,7 @@ class Trainer:
         aside), build or load the model, and make the optimizer, schedule and scaler."""
         s, ctx = self.s, self.ctx
         self.builder = self.builder_cls(s)
-        records = with_positives(read_biencoder(self.train_json, require_positive=False), self.train_json, self.say)
+        records = read_training_records(self.train_json, self.builder, self.say)
         dev_records = with_positives(read_biencoder(self.dev_json, require_positive=False), self.dev_json, self.say)
         self.global_bs = s.batch_size * ctx.world
 
@@ -523,6 +523,13 @@ class Trainer:
             if self.log_fh is not None:
                 self.log_fh.close()
         return self.finish()
+
+
+def read_training_records(path, builder: SampleBuilder, say: Callable[[str], None]) -> list[dict]:
+    """The training records of ``path`` as every process holds them: streamed, each slimmed as
+    it is read (:meth:`SampleBuilder.slim`: the random negatives training never reads are not
+    kept), those without a positive left out (:func:`with_positives`)."""
+    return with_positives([builder.slim(r) for r in iter_biencoder(path, require_positive=False)], path, say)
 
 
 def with_positives(records: list[dict], path, say: Callable[[str], None]) -> list[dict]:

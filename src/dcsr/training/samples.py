@@ -142,6 +142,17 @@ class SampleBuilder:
         """The records of ``where`` (a file) that can be trained on; DPR keeps them all."""
         return records
 
+    def slim(self, record: dict) -> dict:
+        """``record`` as training holds it: where ``other_negatives`` is 0 and the record has hard
+        negatives, its random negatives (``negative_ctxs``, 50 a question in DPR's files) are
+        never read, only shuffled, and a shuffle draws by their count alone: each becomes
+        ``None``, so that every process of a run does not hold their text. The draws, and so
+        the samples, are those of the whole record. Training records only: validation draws
+        ``other_negatives`` of its own (DPR's average rank)."""
+        if self.other_negatives == 0 and record.get("hard_negative_ctxs") and record.get("negative_ctxs"):
+            record["negative_ctxs"] = [None] * len(record["negative_ctxs"])
+        return record
+
     def sample(self, record: Mapping[str, Any], rng: random.Random, shuffle: bool = True,
                hard_negatives: int | None = None, other_negatives: int | None = None) -> Sample:
         """One training sample from a biencoder record (``shuffle=False`` for validation)."""

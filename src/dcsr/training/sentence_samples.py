@@ -152,6 +152,8 @@ class SentenceSampleBuilder(SampleBuilder):
             for r in records:
                 for key in ("positive_ctxs", "hard_negative_ctxs", "negative_ctxs"):
                     for ctx in r.get(key, []):
+                        if ctx is None:  # a random negative training never reads (SampleBuilder.slim)
+                            continue
                         try:
                             wanted.add(int(ctx.get("passage_id")))
                         except (TypeError, ValueError):
