@@ -413,3 +413,38 @@ def test_a_tie_longer_than_faiss_gpu_selects_is_cut_there_with_a_warning(monkeyp
         assert "2 queries have hits tied with their top-3's last score past the 16 hits" in caplog.text
     with pytest.raises(ValueError, match=f"top {limit + 1} asked of an index that returns at most {limit} hits"):
         search_index(gpu, ids, q, limit + 1)
+
+
+def test_every_shard_of_a_run_is_placed_alike_whatever_its_size(shard, fake_gpus, monkeypatch, tmp_path):
+    """Where a shard goes follows the depth the run asks (k, one more on an exact index), not that
+    depth cut at the shard's size: a shard smaller than faiss-gpu's limit and a larger one of the
+    same run are both kept off faiss-gpu, so their hits merge (check_one_placement). Mining, which
+    merges shards as it reads them, refuses shards searched in two places (here the cloner fails
+    on the second shard, which stays on the CPU) instead of ranking fp16 and fp32 scores together."""
+    from dcsr.retrieval.index import merge_shard_hits
+    from dcsr.retrieval.mining import search_shards
+
+    monkeypatch.setattr(placement, "FAISS_GPU_MAX_K", 8)
+    calls = fake_gpus(n=1)
+    small = tmp_path / "small"
+    small.mkdir()
+    np.save(small / "v.npy", np.load(shard / "v.npy")[:6])
+    np.save(small / "i.npy", np.arange(6, dtype=np.int64))
+    npzs = []
+    for folder in (shard, small):
+        out = tmp_path / f"{folder.name}.npz"
+        [res] = search_shard_many(_index(folder, "Flat"), folder / "i.npy", [(shard / "q.npy", out)], 8,
+                                  use_gpu=True, progress=False)
+        assert res["placement"] == "faiss-cpu"
+        npzs.append(out)
+    assert calls == []
+    merge_shard_hits(npzs, 8)  # one place: no error
+
+    import faiss
+
+    q = np.load(shard / "q.npy")
+    shards = [(str(_index(shard, "Flat")), str(shard / "i.npy"), None)] * 2
+    clones = iter([lambda index: GpuIndexFlatIP(index), lambda index: (_ for _ in ()).throw(RuntimeError("oom"))])
+    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", lambda index, co=None, ngpu=-1: next(clones)(index))
+    with pytest.raises(InputError, match="was searched on faiss-cpu, but .* on faiss-gpu"):
+        search_shards(q, shards, 5, use_gpu=True, progress=False)

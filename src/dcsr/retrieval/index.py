@@ -207,7 +207,9 @@ def read_index(path: str | os.PathLike, use_gpu: bool | str = "auto", search_par
         log.warning("%s has no checksum (written before indexes carried one); read unverified: %s to have "
                     "it checked", path, REBUILD_INDEX)
     set_search_params(index, search_params, f"the index {path}")
-    return place_index(index, use_gpu, f"the index {path}", None if k is None else probe_depth(index, k))
+    # the depth asked of every shard of a run alike (k, one more on an exact index), not capped at
+    # this shard's size: the shards of one run are searched in one place (check_one_placement)
+    return place_index(index, use_gpu, f"the index {path}", None if k is None else k + exact_flat(index))
 
 
 def load_npy(path: str | os.PathLike, ndim: int | None = None, mmap_mode: str | None = None) -> np.ndarray:

@@ -205,12 +205,16 @@ def search_shards(queries: np.ndarray, shards: Sequence[tuple[str, str, str | No
     and merged into the running top-k, so memory stays ``O(Q x depth)``. ``search_params``
     (``index.search_params``: nprobe, efSearch) are set on each shard index as the test-set
     search sets them."""
-    from dcsr.retrieval.index import check_ids, load_npy, merge_topk, read_index, search_index
+    from dcsr.retrieval.index import (check_ids, check_one_placement, load_npy, merge_topk, placement_of, read_index,
+                                      search_index)
 
     scores = np.full((len(queries), depth), -np.inf, dtype=np.float32)
     keys = np.full((len(queries), depth), -1, dtype=np.int64)
+    placements: list[str] = []
     for n, (index_path, ids_npy, sents_npy) in enumerate(shards):
         index = read_index(index_path, use_gpu=use_gpu, search_params=search_params, k=depth)
+        placements.append(placement_of(index))  # one place for every shard: scores that rank alike
+        check_one_placement([p for p, _, _ in shards[: n + 1]], placements)
         ids = load_npy(ids_npy, ndim=1)
         check_ids(ids, ids_npy, index, index_path)
         if sents_npy is not None:
