@@ -152,6 +152,12 @@ def test_several_seeds_compare_mean_outcomes_and_report_each_seed(tmp_path):
     write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
     assert "| 3 (+25.0 / +0.0 / +50.0; sd 25.0) |" in (tmp_path / "l.md").read_text()
     assert rows[0]["p_holm"] == rows[0]["p_value"]
+    # with seeds the counts are of questions one side answers more often, and the ledger says so
+    assert "with seeds, those one side answers in more of its seeds" in (tmp_path / "l.md").read_text()
+    one = ledger_rows([{"claim": "c", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+                        "baseline_run": str(base), "method_run": str(m[0])}])
+    write_ledger(one, tmp_path / "one.csv", tmp_path / "one.md")
+    assert "with seeds, those" not in (tmp_path / "one.md").read_text()
 
 
 def test_seeds_train_a_model_several_times():
@@ -390,6 +396,10 @@ def test_the_scaled_k_is_computed_from_the_corpus_and_checked_against_the_config
     with pytest.raises(InputError) as e:  # typed by hand for another corpus size
         ledger_rows([{**claim, "scaled_metric": "top1"}])
     assert str(e.value).startswith("config: claims.0.scaled_metric: is top1, but top20 scaled to this corpus is top2")
+    # the papers' own corpus: the scaled k is the paper's, one test and not two in Holm's family
+    # (two would double its adjusted p)
+    whole = ledger_rows([{**claim, "scaled_metric": "auto", "corpus_passages": PAPER_PASSAGES}])
+    assert [r["metric"] for r in whole] == ["top20"] and whole[0]["p_holm"] == ledger_rows([claim])[0]["p_holm"]
 
 
 def test_paired_compare_adjusts_a_family_and_never_pools_repeated_questions(tmp_path):

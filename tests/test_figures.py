@@ -37,12 +37,26 @@ def test_plot_writes_a_png(tmp_path):
 def test_csv_holds_the_plotted_numbers(tmp_path):
     validation_curves_table([("DPR", DPR), ("DCSR", DCSR)], tmp_path / "squad.csv")
     rows = list(csv.DictReader((tmp_path / "squad.csv").open()))
-    assert [(r["label"], r["epoch"], r["after_epoch"], r["step"]) for r in rows] == [
+    assert [(r["label"], r["epoch"], r["epochs_trained"], r["step"]) for r in rows] == [
         ("DPR", "0", "1", "10"), ("DPR", "1", "2", "20"),
         ("DCSR", "0", "1", "12"), ("DCSR", "1", "2", "24"), ("DCSR", "2", "3", "36")]
     assert [float(r["accuracy"]) for r in rows] == [0.25, 0.5, 0.375, 0.625, 0.75]
     assert [float(r["nll_loss"]) for r in rows] == [2.0, 1.5, 1.8, 1.2, 1.0]
     assert [float(r["average_rank"]) for r in rows] == [3.5, 2.0, 3.0, 1.5, 1.0]
+
+
+def test_a_validation_inside_an_epoch_is_drawn_where_it_ran(tmp_path):
+    """A run that max_steps stops inside an epoch validates there: its point is at the epochs it
+    trained (0.22 of the first), not at the epoch's end, so two runs of different lengths in one
+    epoch are two points; an entry without the record (older runs) stays at epoch + 1."""
+    short = [{**entry(0, 32, 0.5, 1.0, 2.0), "epochs_trained": 0.2222}]
+    longer = [{**entry(0, 64, 0.6, 0.9, 1.8), "epochs_trained": 0.4444}]
+    validation_curves_table([("32 steps", short), ("64 steps", longer), ("old", DPR)], tmp_path / "v.csv")
+    rows = list(csv.DictReader((tmp_path / "v.csv").open()))
+    assert [(r["label"], r["epochs_trained"]) for r in rows] == [
+        ("32 steps", "0.2222"), ("64 steps", "0.4444"), ("old", "1"), ("old", "2")]
+    plot_validation([("32 steps", short), ("64 steps", longer)], tmp_path / "v.png", "SQuAD")
+    assert (tmp_path / "v.png").read_bytes()[:8] == PNG_MAGIC
 
 
 def test_each_curve_says_how_many_candidates_its_accuracy_is_out_of(tmp_path):

@@ -111,6 +111,24 @@ def test_a_paper_note_comes_with_the_cells_it_is_about(tmp_path):
         md("Trivia")
 
 
+def test_a_table_without_paper_numbers_says_why(tmp_path):
+    """No paper column: because no row names a row of the papers, or because the rows that do are
+    on test sets the papers do not have; the note says which, not always the second."""
+    from dcsr.evaluation.tables import Row, write_retrieval_table
+
+    paper = {"t2": {"source": "Paper T2", "rows": {"BM25": {"NQ": {"top1": 1.0}}}}}
+
+    def md(ref):
+        write_retrieval_table([Row("BM25", "squad-a", {"questions": 5, "top1": 9.0}, ref)], ["top1"], paper,
+                              tmp_path / "t.csv", tmp_path / "t.md", title="T")
+        return (tmp_path / "t.md").read_text()
+
+    assert "no row of this table names a row of the papers" in md(None)
+    other = md({"table": "t2", "row": "BM25", "dataset": "SQuAD"})
+    assert "none of these test sets is one of the papers' datasets" in other and "names a row" not in other
+    assert "Paper T2: BM25 on NQ" in md({"table": "t2", "row": "BM25", "dataset": "NQ"})
+
+
 def test_each_top_k_cell_has_its_95_percent_wilson_interval(tmp_path):
     """A top-k answer recall is a share of the row's questions: 50 of 100 is 50.0 [40.4, 59.6]
     (Wilson; scipy's binomtest), in the CSV; the Markdown says how wide the widest is."""

@@ -176,6 +176,7 @@ def test_training_learns(tmp_path, tiny_bert, data):
     assert sum(losses[-8:]) / 8 < 0.7 * sum(losses[:8]) / 8
     history = json.loads((out / "validation.json").read_text())
     assert [h["epoch"] for h in history] == list(range(8))
+    assert [h["epochs_trained"] for h in history] == [float(e) for e in range(1, 9)]
     # DPR's val_av_rank_start_epoch (30 by default): before it the NLL only; the last always ranks.
     assert [h["average_rank"] is None for h in history] == [True] * 7 + [False]
     assert all(h["average_rank_questions"] == 0 for h in history[:-1])
@@ -472,6 +473,9 @@ def test_tied_encoders_train_one_set_of_weights(tmp_path, tiny_bert, data):
     train_json, dev_json = data
     settings = {**SMALL, "epochs": 2, "tie_encoders": True, "checkpoint_every_steps": 4, "max_steps": 6}
     train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=lambda m: None)
+    # max_steps stops inside the first epoch (8 steps): its one validation says how far it got
+    history = json.loads((tmp_path / "out" / "validation.json").read_text())
+    assert [(h["epoch"], h["epochs_trained"], h["step"]) for h in history] == [(0, 0.75, 6)]
     _, model, meta = load_biencoder(tmp_path / "out")
     q, p = model.question_model.state_dict(), model.passage_model.state_dict()
     assert _same_weights(q, p) and meta["settings"]["tie_encoders"] is True

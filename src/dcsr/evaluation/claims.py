@@ -289,7 +289,8 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
         scaled_depth = "scaled k"
         if c.get("corpus_passages") is not None:
             scaled_depth += f" ({c['metric']} x {int(c['corpus_passages']):,} / {PAPER_PASSAGES:,})"
-        depths = [("paper k", c["metric"])] + ([(scaled_depth, scaled)] if scaled else [])
+        # a corpus of about the papers' size scales k to the paper's own: one test, not two in Holm's family
+        depths = [("paper k", c["metric"])] + ([(scaled_depth, scaled)] if scaled and scaled != c["metric"] else [])
         for depth, metric in depths:
             rows.append(_ledger_row(c, depth, metric, seed))
     alpha = ALPHA / max(len(rows), 1)  # Holm's strictest step
@@ -400,7 +401,10 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
              + (" With 2 seed pairs this test finds a difference more often than its 5% level says: in 10-12.5% "
                 "of simulated comparisons with none (its seeds' variance has one degree of freedom; "
                 "benchmarks/claims-statistics); 3 or more hold it." if any(1 < int(r["seeds"]) < MIN_SEEDS for r in rows)
-                else ""), "",
+                else "")
+             + (" Only first / only second: the questions only one side answers; with seeds, those one side "
+                "answers in more of its seeds than the other (its mean over seeds is higher)."
+                if any(int(r["seeds"]) > 1 for r in rows) else ""), "",
              *[f"**{n}**" for n in notes], *([""] if notes else []),
              "| claim | paper | test set | depth | first | second | questions | first / second | "
              "difference [95% CI] | only first / only second | p | p (Holm) | seeds (difference by seed; sd) | "

@@ -1,9 +1,11 @@
 """Figures: the DCSR paper's Figure 4 (in-batch dev accuracy after each training epoch).
 
 A trained model directory holds ``validation.json``, one entry per validation (see
-:func:`dcsr.training.validation.evaluate`): ``epoch`` (0-based), ``step``, ``nll_loss``, ``accuracy``
-(in-batch dev accuracy, 0..1), ``average_rank``, ... The paper draws one panel per dataset
-comparing DPR and DCSR, so one figure here holds the curves of one dataset.
+:func:`dcsr.training.validation.evaluate`): ``epoch`` (0-based), ``epochs_trained`` (the epochs
+done when it ran: ``epoch + 1`` at an epoch's end, less where ``max_steps`` stopped training inside
+an epoch), ``step``, ``nll_loss``, ``accuracy`` (in-batch dev accuracy, 0..1), ``average_rank``, ...
+The paper draws one panel per dataset comparing DPR and DCSR, so one figure here holds the
+curves of one dataset.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
 
 VALIDATION_FILE = "validation.json"  # as dcsr.training.loop writes it
-CSV_HEADER = ["label", "epoch", "after_epoch", "step", "accuracy", "nll_loss", "average_rank", "candidates_per_question"]
+CSV_HEADER = ["label", "epoch", "epochs_trained", "step", "accuracy", "nll_loss", "average_rank",
+              "candidates_per_question"]
 
 Curve = tuple[str, Sequence[dict]]  # (label, validation list)
 
@@ -52,6 +55,15 @@ def _checked(curves: Sequence[Curve]) -> list[Curve]:
     return list(curves)
 
 
+def epochs_trained(v: dict) -> float:
+    """The epochs trained when validation ``v`` ran: its ``epochs_trained``, or ``epoch + 1`` in
+    an entry written before the loop recorded it (where a run stopped by ``max_steps`` inside an
+    epoch is drawn at that epoch's end)."""
+    done = v.get("epochs_trained")
+    number = isinstance(done, (int, float)) and not isinstance(done, bool) and done == done
+    return float(done) if number else float(v["epoch"] + 1)
+
+
 def curve_label(label: str, history: Sequence[dict]) -> str:
     """A curve's legend: its label and, where its validations say it, how many passages (DCSR:
     sentences) a dev question's positive is told apart from in its batch, on average: the
@@ -63,8 +75,9 @@ def curve_label(label: str, history: Sequence[dict]) -> str:
 
 
 def plot_validation(curves: Sequence[Curve], out_png: str | os.PathLike, title: str) -> None:
-    """Draw in-batch dev accuracy (%) after each epoch (1-based x axis), one line per curve,
-    and write the PNG atomically. Uses the Agg canvas directly, so no display is needed."""
+    """Draw in-batch dev accuracy (%) against the epochs trained when each validation ran (after
+    each epoch, and where ``max_steps`` stopped inside one), one line per curve, and write the
+    PNG atomically. Uses the Agg canvas directly, so no display is needed."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -72,11 +85,14 @@ def plot_validation(curves: Sequence[Curve], out_png: str | os.PathLike, title: 
     fig = Figure(figsize=(4.5, 3.4), dpi=150)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    xs = []
     for label, history in _checked(curves):
-        ax.plot([v["epoch"] + 1 for v in history], [100.0 * v["accuracy"] for v in history], marker="o",
+        xs += [epochs_trained(v) for v in history]
+        ax.plot([epochs_trained(v) for v in history], [100.0 * v["accuracy"] for v in history], marker="o",
                 markersize=3, label=curve_label(label, history))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("epoch (validation after epoch N)")
+    if all(x == int(x) for x in xs):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epochs trained")
     ax.set_ylabel("in-batch dev accuracy (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -88,11 +104,12 @@ def plot_validation(curves: Sequence[Curve], out_png: str | os.PathLike, title: 
 
 def validation_curves_table(curves: Sequence[Curve], out_csv: str | os.PathLike) -> None:
     """Write the plotted numbers as CSV (one line per curve x validation): ``epoch`` 0-based as
-    in validation.json, ``after_epoch`` the figure's x, ``accuracy`` as a 0..1 fraction."""
+    in validation.json, ``epochs_trained`` the figure's x (:func:`epochs_trained`), ``accuracy``
+    as a 0..1 fraction."""
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(CSV_HEADER)
         for label, history in _checked(curves):
             for v in history:
-                w.writerow([label, v["epoch"], v["epoch"] + 1, v.get("step", ""), v["accuracy"],
+                w.writerow([label, v["epoch"], f"{epochs_trained(v):g}", v.get("step", ""), v["accuracy"],
                             v.get("nll_loss", ""), v.get("average_rank", ""), v.get("candidates_per_question", "")])

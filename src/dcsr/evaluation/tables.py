@@ -243,6 +243,9 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         for src in sorted(set(sources.values())):
             lines.append(f"- {md_line(src)}")
         lines += [f"- Note: {n}" for n in paper_notes(paper, sources)]
+    elif not any(r.paper_ref for r in rows):
+        lines.append("Paper columns: no row of this table names a row of the papers (`paper:` in the table's config "
+                     "rows), so there is no paper number to compare with.")
     else:
         lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
     if widest:

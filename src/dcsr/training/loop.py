@@ -408,7 +408,10 @@ class Trainer:
         rank = self.epoch >= s.val_av_rank_start_epoch or self.step_no >= self.total_steps
         result = evaluate(self.model, self.tokenizer, self.dev_records, builder=self.builder, ctx=self.ctx,
                           amp_dtype=self.amp_dtype, progress=True, average_rank=rank)
-        result = {"epoch": self.epoch, "step": self.step_no, **result, "seconds": round(time.time() - t0, 3)}
+        # epochs trained: the epoch's end (epoch + 1), or where max_steps stopped inside it
+        trained = round(self.epoch + self.pos / self.steps_per_epoch, 4)
+        result = {"epoch": self.epoch, "epochs_trained": trained, "step": self.step_no, **result,
+                  "seconds": round(time.time() - t0, 3)}
         self.history.append(result)
         shards = "" if s.val_av_rank_shards == 1 else f", in {s.val_av_rank_shards} shards as DPR's GPUs"
         ranked = (f"average rank {result['average_rank']:.2f} ({result['average_rank_questions']} questions, "
