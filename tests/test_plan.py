@@ -105,6 +105,10 @@ def test_claims_with_seeds_read_one_run_per_seed():
     assert first["method_runs"] == ["results/metrics/squad/dcsr-a/dcsr-a/squad-a.questions.jsonl"]  # one run
     # every seed's run is searched, though no table names it
     assert ("squad", "dpr-a.seed3", "dpr-a.seed3", "squad-a") in plan.dense_runs()
+    # the table shows the first seed's run and says so; the ledger compares all three
+    assert plan.table_notes("dpr_dcsr") == ["Trained on several seeds (dpr-a: 3): each cell of such a model is its "
+                                            "first seed's run; the claims ledger compares every seed."]
+    assert Plan(load("config.yaml")).table_notes("dpr_dcsr") == []
 
 
 def test_launchers_follow_gpus_and_nodes():

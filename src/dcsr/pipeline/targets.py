@@ -98,8 +98,19 @@ class Targets(ConfigView):
         return [f"Built on a tiny random encoder ({', '.join(tiny)}): these numbers test the pipeline's plumbing, "
                 "not retrieval quality."]
 
+    def seeds_notes(self, models) -> list[str]:
+        """A note for a table with a model trained on several seeds (``seeds: n``): its cells
+        show the first seed's run, while the claims ledger compares every seed."""
+        seeded = sorted((m, int(self.config["models"][m]["seeds"])) for m in models
+                        if int(self.config["models"].get(m, {}).get("seeds", 1)) > 1)
+        if not seeded:
+            return []
+        return [f"Trained on several seeds ({', '.join(f'{m}: {n}' for m, n in seeded)}): each cell of such a model "
+                "is its first seed's run; the claims ledger compares every seed."]
+
     def table_notes(self, table):
-        return self.plumbing_notes({m for _, cell in self.table_cells(table) for m in (cell.qmodel, cell.pmodel)})
+        models = {m for _, cell in self.table_cells(table) for m in (cell.qmodel, cell.pmodel)}
+        return self.plumbing_notes(models) + self.seeds_notes(models)
 
     def claims_notes(self):
         return self.plumbing_notes({m for c in self.config.get("claims", []) for side in ("baseline", "method")
