@@ -162,6 +162,12 @@ def test_the_data_efficiency_sweep_trains_on_nested_samples():
     assert fraction < 1.0
     assert plan.model_training_file(model).startswith(f"{plan.results}/samples/{dataset}/train-")
     assert models[-1] == (1.0, plan.config["attribution"]["families"][sweep["family"]][dataset])
+    # a base model trained on seeds for its claims: its sweep samples are trained once each
+    config = load("paper-attribution.yaml")
+    base = config["attribution"]["families"][sweep["family"]][dataset]
+    config["models"][base]["seeds"] = 3
+    seeded = Plan(config).trained_models()
+    assert f"{base}.seed3" in seeded and f"{model}.seed2" not in seeded and model in seeded
 
 
 def test_a_hybrid_row_fuses_bm25_and_dense_runs_with_a_weight_chosen_on_dev(demo):

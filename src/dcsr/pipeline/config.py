@@ -104,15 +104,21 @@ def beir_datasets(cfg: dict) -> list[str]:
 DEV_VARIANT = ".dev"
 
 
+def chooses_on_dev(cfg: dict) -> bool:
+    """Whether something is chosen on each dataset's dev questions (its ``<dataset>.dev``): DCSR's
+    HasAns temperature (``dcsr.temperature: dev``) or a hybrid row's linear weight."""
+    hybrid = any(row.get("retriever") == "hybrid" and row.get("fusion", "linear") == "linear"
+                 for table in cfg.get("tables", {}).values() for row in table.get("rows", []))
+    return cfg.get("dcsr", {}).get("temperature") == "dev" or hybrid
+
+
 def dev_variants(cfg: dict) -> dict[str, dict]:
     """``{name: dataset}``: each dataset whose test set is test questions gets a variant
     ``<dataset>.dev`` whose test set is its dev questions, when something is chosen on dev
     questions: DCSR's HasAns temperature (``dcsr.temperature: dev``) or the weight of a hybrid
     row's linear fusion. (A dataset searched with dev questions already gets none: choosing on
     them would choose on its test set.)"""
-    hybrid = any(row.get("retriever") == "hybrid" and row.get("fusion", "linear") == "linear"
-                 for table in cfg.get("tables", {}).values() for row in table.get("rows", []))
-    if cfg.get("dcsr", {}).get("temperature") != "dev" and not hybrid:
+    if not chooses_on_dev(cfg):
         return {}
     out = {}
     for name, ds in cfg["datasets"].items():
@@ -473,7 +479,9 @@ def check_attribution(cfg: dict) -> None:
 def sweep_models(cfg: dict) -> dict[str, dict]:
     """The models of the data-efficiency sweep, ``{name: model config}``: each in-domain model of
     the sweep family retrained on every fraction below 1 of its training set (same settings,
-    ``train_fraction`` added). A name that is already taken by a different model is an error."""
+    ``train_fraction`` added; trained once: a base model's ``seeds`` is for its claims, and no
+    table, claim or figure reads a sweep model's other seeds). A name that is already taken by a
+    different model is an error."""
     from dcsr.attribution.analysis import sweep_model_name
 
     sweep = cfg.get("attribution", {}).get("sweep")
@@ -487,7 +495,7 @@ def sweep_models(cfg: dict) -> dict[str, dict]:
             if f == 1.0:
                 continue
             name = sweep_model_name(base, f)
-            model = {**cfg["models"][base], "train_fraction": f}
+            model = {**{k: v for k, v in cfg["models"][base].items() if k != "seeds"}, "train_fraction": f}
             if name in cfg["models"] and cfg["models"][name] != model:
                 raise InputError(_key("models", name), f"is also the name of the sweep's {f:g} sample of {base!r}")
             out[name] = model

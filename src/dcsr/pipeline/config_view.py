@@ -12,8 +12,8 @@ from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
 from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, dataset_questions, dev_variants, json_arg,
                                   seed_replicas, sweep_models, train_datasets, variant_root, variant_settings)
-from dcsr.pipeline.checks import (beir_folder, check_claim_seeds, check_local_sources, check_marker_lengths,
-                                  check_positive_match, check_splitter, check_text)
+from dcsr.pipeline.checks import (beir_folder, check_claim_seeds, check_dev_sets_not_tested, check_local_sources,
+                                  check_marker_lengths, check_positive_match, check_splitter, check_text)
 from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.gpus import job_gpus
 from dcsr.pipeline.paths import bench_path, log_path, patterns
@@ -32,6 +32,7 @@ def expand_config(config: dict) -> dict:
     check_sections(config)
     check_config(config)
     check_claim_seeds(config)
+    check_dev_sets_not_tested(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
     # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)
