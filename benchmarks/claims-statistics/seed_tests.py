@@ -49,12 +49,13 @@ def two_level_bootstrap_p(pairs: np.ndarray, rng: np.random.Generator, resamples
     return min(1.0, 2 * (min(int(np.sum(boot <= 0)), int(np.sum(boot >= 0))) + 1) / (resamples + 1))
 
 
-def whole_seed_part_p(pairs: np.ndarray) -> float:
+def whole_seed_part_p(pairs: np.ndarray, seeds_df: bool = False) -> float:
     """A variant tried on 2026-11-29, not the ledger's: the same two-way analysis of variance, but
     the seeds' mean square kept whole (never cut on a pre-test against the interaction's), and
     only the questions' component ``MS_q - MS_e`` cut at 0: the variance of the mean is
     ``(MS_s + max(0, MS_q - MS_e)) / (R n)``, with Satterthwaite's degrees of freedom over those
-    two terms. With 2 seeds the seeds' term has 1 degree of freedom."""
+    two terms. With 2 seeds the seeds' term has 1 degree of freedom. With ``seeds_df``, R - 1
+    degrees of freedom (the seeds' mean square's) instead of Satterthwaite's."""
     from scipy import stats
 
     d = np.asarray(pairs, dtype=float)
@@ -68,8 +69,31 @@ def whole_seed_part_p(pairs: np.ndarray) -> float:
     var = sum(t for t, _ in terms)
     if var <= 0:
         return 1.0
-    df = var ** 2 / sum(t * t / f for t, f in terms if t > 0)
+    df = runs - 1 if seeds_df else var ** 2 / sum(t * t / f for t, f in terms if t > 0)
     return float(min(1.0, 2 * stats.t.sf(abs(mean) / var ** 0.5, df)))
+
+
+def seeds_df_p(pairs: np.ndarray) -> float:
+    """A variant tried on 2026-11-29, not the ledger's: the ledger's standard error
+    (``dcsr.evaluation.claims.seed_variance``), but where it keeps the seeds' component
+    (``MS_s > MS_e``) at most R - 1 degrees of freedom, those of the seeds' mean square, instead
+    of Satterthwaite's estimate, which rises when the seeds happen to agree."""
+    from scipy import stats
+
+    from dcsr.evaluation.claims import seed_variance
+
+    d = np.asarray(pairs, dtype=float)
+    runs, n = d.shape
+    mean, se, df = seed_variance(d)
+    if se == 0:
+        return 1.0
+    by_seed, by_question, grand = d.mean(axis=1), d.mean(axis=0), float(d.mean())
+    ms_s = n * float(np.sum((by_seed - grand) ** 2)) / (runs - 1)
+    resid = d - by_seed[:, None] - by_question[None, :] + grand
+    ms_e = float(np.sum(resid ** 2)) / ((runs - 1) * (n - 1))
+    if ms_s > ms_e:
+        df = min(df, runs - 1)
+    return float(min(1.0, 2 * stats.t.sf(abs(mean) / se, df)))
 
 
 def chances(rng: np.random.Generator, n: int, model: str) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +110,7 @@ def chances(rng: np.random.Generator, n: int, model: str) -> tuple[np.ndarray, n
 def scenario(seeds: int, n: int, seed_sd: float, effect: float, sims: int, resamples: int, seed: int,
              model: str = "same") -> dict:
     rng = np.random.default_rng(seed)
-    found = {"t": 0, "bootstrap": 0, "whole_seed_part": 0}
+    found = {"t": 0, "bootstrap": 0, "whole_seed_part": 0, "seeds_df": 0, "whole_seeds_df": 0}
     for _ in range(sims):
         p_base, p_meth = chances(rng, n, model)
         base_shift, meth_shift = rng.normal(0, seed_sd, seeds), rng.normal(effect, seed_sd, seeds)
@@ -94,6 +118,8 @@ def scenario(seeds: int, n: int, seed_sd: float, effect: float, sims: int, resam
         meth = (rng.random((seeds, n)) < np.clip(p_meth + meth_shift[:, None], 0, 1)).astype(float)
         found["t"] += compare_seeded(base, meth).p_value < 0.05
         found["whole_seed_part"] += whole_seed_part_p(meth - base) < 0.05
+        found["seeds_df"] += seeds_df_p(meth - base) < 0.05
+        found["whole_seeds_df"] += whole_seed_part_p(meth - base, seeds_df=True) < 0.05
         if resamples:  # with --resamples 0 its draws are skipped, so the later comparisons draw other data
             found["bootstrap"] += two_level_bootstrap_p(meth - base, rng, resamples) < 0.05
     return {"model": model, "seeds": seeds, "questions": n, "seed_sd": seed_sd, "effect": effect, "sims": sims,
@@ -109,10 +135,12 @@ def main() -> None:
     a = ap.parse_args()
     start = time.time()
     rows = [scenario(*s, a.sims, a.resamples, seed=i, model=a.model) for i, s in enumerate(SCENARIOS)]
-    print("seeds\tquestions\tseeds' sd\teffect\tfound by t\tby the whole seeds' part\tby the bootstrap")
+    print("seeds\tquestions\tseeds' sd\teffect\tfound by t\tby the whole seeds' part\tby R - 1 df\tby both\t"
+          "by the bootstrap")
     for r in rows:
         print(f"{r['seeds']}\t{r['questions']}\t{r['seed_sd']}\t{r['effect']}\t{r['found_t']:.3f}\t"
-              f"{r['found_whole_seed_part']:.3f}\t" + (f"{r['found_bootstrap']:.3f}" if a.resamples else "-"))
+              f"{r['found_whole_seed_part']:.3f}\t{r['found_seeds_df']:.3f}\t{r['found_whole_seeds_df']:.3f}\t"
+              + (f"{r['found_bootstrap']:.3f}" if a.resamples else "-"))
     emit({"machine": machine(), "seconds": round(time.time() - start, 1), "resamples": a.resamples,
           "scenarios": rows}, a.out or f"benchmarks/out/seed_tests-{a.model}.json")
 
