@@ -671,7 +671,7 @@ def test_slim_records_draw_the_samples_of_whole_ones(tok, tmp_path):
     import copy
 
     from dcsr.data.formats import write_biencoder
-    from dcsr.training.loop import read_training_records
+    from dcsr.training.samples import read_training_records
     from dcsr.training.samples import SampleBuilder
 
     randoms = [_ctx("Oslo", "Oslo is cold.", 14), _ctx("Lima", "Lima is in Peru.", 2), _ctx("Rome", "Rome is big.", 11)]

@@ -494,6 +494,27 @@ def test_tied_encoders_train_one_set_of_weights(tmp_path, tiny_bert, data):
     assert not _same_weights(two.question_model.state_dict(), two.passage_model.state_dict())
 
 
+def test_a_checkpoint_older_than_epochs_trained_gets_it_on_resume(tmp_path, tiny_bert, data):
+    """A checkpoint written before validations recorded the epochs trained (its run resumed when
+    the training code changed): each is step / steps a epoch, so Figure 4 draws a run stopped
+    inside an epoch where it stopped (1.5 here), not at the epoch's end (2)."""
+    from dcsr.training.checkpoint_state import LAST, STATE_FILE
+
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 2, "max_steps": 12}  # 8 steps a epoch
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out", tmp_path / "ck", log=lambda m: None)
+    state_path = tmp_path / "ck" / LAST / STATE_FILE
+    state = torch.load(state_path, weights_only=False)
+    assert [v["epochs_trained"] for v in state["validation"]] == [1.0, 1.5]
+    state["validation"] = [{k: v for k, v in h.items() if k != "epochs_trained"} for h in state["validation"]]
+    torch.save(state, state_path)
+    said = []
+    train(settings, train_json, dev_json, str(tiny_bert), tmp_path / "out2", tmp_path / "ck", log=said.append)
+    assert any("resum" in m for m in said), said
+    history = json.loads((tmp_path / "out2" / "validation.json").read_text())
+    assert [(h["epoch"], h["epochs_trained"], h["step"]) for h in history] == [(0, 1.0, 8), (1, 1.5, 12)]
+
+
 def test_tied_encoders_need_one_init():
     from dcsr.models.biencoder import tie_encoders
 

@@ -8,7 +8,7 @@ set. This writes a DPR biencoder file of ``--records`` generated records shaped 
 
 - ``whole``: every record as written (``read_biencoder`` and ``with_positives``: the reading the
   training loop did before ``slim``);
-- ``slim``: ``dcsr.training.loop.read_training_records`` with DPR's builder at the paper
+- ``slim``: ``dcsr.training.samples.read_training_records`` with DPR's builder at the paper
   configs' ``other_negatives: 0``, as the loop reads it now.
 
 Each prints the process's RSS after reading (what it holds) and its peak, less the RSS before
@@ -64,7 +64,7 @@ def write_records(path: Path, n: int, positives: int, negatives: int, hard: int,
 
 def measure(path: str, mode: str) -> dict:
     from dcsr.data.formats import read_biencoder
-    from dcsr.training.loop import read_training_records, with_positives
+    from dcsr.training.samples import read_training_records, with_positives
     from dcsr.training.samples import SampleBuilder, validate_settings
 
     builder = SampleBuilder(validate_settings({"other_negatives": 0}))

@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from dcsr.data.formats import SOURCE_KEY, iter_biencoder, read_biencoder
+from dcsr.data.formats import SOURCE_KEY, read_biencoder
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, atomic_path
 from dcsr.models.biencoder import (META_FILE, PASSAGE_DIR, QUESTION_DIR, build_biencoder, load_biencoder, tie_encoders,
@@ -47,7 +47,8 @@ from dcsr.training.checkpoint_state import (BEST, FINGERPRINT_FILE, LAST, STATE_
 from dcsr.training.distributed import DistContext, _amp_dtype, _autocast, global_vectors, nll_loss, setup_distributed
 from dcsr.training.fingerprint import describe_change
 from dcsr.training.gradcache import grad_cache_step
-from dcsr.training.samples import Batch, SampleBuilder, sample_rng, validate_settings
+from dcsr.training.samples import (Batch, SampleBuilder, read_training_records, sample_rng, validate_settings,
+                                   with_positives)
 from dcsr.training.validation import evaluate
 
 # ---------------------------------------------------------------------- helpers
@@ -297,7 +298,9 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
             self.step_no, self.epoch, self.pos = state["step"], state["epoch"], state["position"]
             self.skipped_steps = int(state.get("skipped_steps", 0))
-            self.history = list(state["validation"])
+            # a validation of a checkpoint older than the record: epochs trained = step / steps a epoch
+            self.history = [{**v, "epochs_trained": v.get("epochs_trained", round(v["step"] / self.steps_per_epoch, 4))}
+                            for v in state["validation"]]
             rng = state["rng"]
             if len(rng) == ctx.world:
                 if (note := _set_rng_state(rng[ctx.rank])) is not None:
@@ -526,27 +529,6 @@ class Trainer:
             if self.log_fh is not None:
                 self.log_fh.close()
         return self.finish()
-
-
-def read_training_records(path, builder: SampleBuilder, say: Callable[[str], None]) -> list[dict]:
-    """The training records of ``path`` as every process holds them: streamed, each slimmed as
-    it is read (:meth:`SampleBuilder.slim`: the random negatives training never reads are not
-    kept), those without a positive left out (:func:`with_positives`)."""
-    return with_positives([builder.slim(r) for r in iter_biencoder(path, require_positive=False)], path, say)
-
-
-def with_positives(records: list[dict], path, say: Callable[[str], None]) -> list[dict]:
-    """The records that have a positive passage, as DPR's ``JsonQADataset`` keeps them (its
-    TriviaQA, WebQuestions and CuratedTREC files hold questions whose positive was not found);
-    how many were left out is said. A file without any is an :class:`InputError`."""
-    kept = [r for r in records if r["positive_ctxs"]]
-    if records and not kept:
-        raise InputError(str(path), f"none of its {len(records)} records has a positive passage ('positive_ctxs'); "
-                                    "training needs at least one")
-    if len(kept) < len(records):
-        say(f"{path}: {len(records) - len(kept)} of {len(records)} records have no positive passage and are left "
-            "out, as DPR's training leaves them out")
-    return kept
 
 
 def _log_lines_to(path: Path, step: int, say: Callable[[str], None]) -> list[str]:

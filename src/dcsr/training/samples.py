@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from dcsr.data.answers import encoder_question
+from dcsr.data.formats import iter_biencoder
 from dcsr.errors import InputError
 from dcsr.models.biencoder import BiEncoder, tokenize_passages, tokenize_questions
 from dcsr.settings import TRAIN, Setting, Settings, check_train_combination, filled
@@ -199,3 +200,24 @@ def build_samples(records: Sequence[Mapping[str, Any]], settings: Mapping[str, A
     seed = builder.settings["seed"]
     indices = range(len(records)) if indices is None else indices
     return [builder.sample(records[i], sample_rng(seed, epoch, i), shuffle) for i in indices]
+
+
+def read_training_records(path, builder: SampleBuilder, say: Callable[[str], None]) -> list[dict]:
+    """The training records of ``path`` as every process holds them: streamed, each slimmed as
+    it is read (:meth:`SampleBuilder.slim`: the random negatives training never reads are not
+    kept), those without a positive left out (:func:`with_positives`)."""
+    return with_positives([builder.slim(r) for r in iter_biencoder(path, require_positive=False)], path, say)
+
+
+def with_positives(records: list[dict], path, say: Callable[[str], None]) -> list[dict]:
+    """The records that have a positive passage, as DPR's ``JsonQADataset`` keeps them (its
+    TriviaQA, WebQuestions and CuratedTREC files hold questions whose positive was not found);
+    how many were left out is said. A file without any is an :class:`InputError`."""
+    kept = [r for r in records if r["positive_ctxs"]]
+    if records and not kept:
+        raise InputError(str(path), f"none of its {len(records)} records has a positive passage ('positive_ctxs'); "
+                                    "training needs at least one")
+    if len(kept) < len(records):
+        say(f"{path}: {len(records) - len(kept)} of {len(records)} records have no positive passage and are left "
+            "out, as DPR's training leaves them out")
+    return kept
