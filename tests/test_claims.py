@@ -400,6 +400,32 @@ def test_the_scaled_k_is_computed_from_the_corpus_and_checked_against_the_config
     # (two would double its adjusted p)
     whole = ledger_rows([{**claim, "scaled_metric": "auto", "corpus_passages": PAPER_PASSAGES}])
     assert [r["metric"] for r in whole] == ["top20"] and whole[0]["p_holm"] == ledger_rows([claim])[0]["p_holm"]
+    assert [r["metric"] for r in ledger_rows([{**claim, "metric": "top020", "scaled_metric": "auto",
+                                               "corpus_passages": PAPER_PASSAGES}])] == ["top020"]
+
+
+def test_rows_that_are_one_test_count_once_in_holms_family(tmp_path):
+    """Two claims alike, the same two runs the other way round, or one claim's scaled k another's
+    paper k: one test, counted once in the family (twice, it doubled its adjusted p); the ledger
+    says how many tests the family holds."""
+    from dcsr.evaluation.claims import holm
+
+    a = _run(tmp_path / "a.jsonl", [None] * 30 + [1] * 70)
+    b = _run(tmp_path / "b.jsonl", [1] * 100)
+    c = _run(tmp_path / "c.jsonl", [None] * 10 + [1] * 90)
+    claim = {"claim": "x", "test_set": "t", "metric": "top1", "baseline": "a", "method": "b",
+             "baseline_run": str(a), "method_run": str(b)}
+    alone = ledger_rows([claim])[0]["p_holm"]
+    twice = ledger_rows([claim, {**claim, "claim": "y"}, {**claim, "claim": "z", "baseline": "b", "method": "a",
+                                                          "baseline_run": str(b), "method_run": str(a)}])
+    assert [r["p_holm"] for r in twice] == [alone] * 3
+    other = {**claim, "claim": "w", "method": "c", "method_run": str(c)}
+    rows = ledger_rows([claim, {**claim, "claim": "y"}, other])
+    want = holm([r["p_value"] for r in ledger_rows([claim, other])])
+    assert [r["p_holm"] for r in rows] == pytest.approx([want[0], want[0], want[1]], rel=1e-2)  # from rounded p
+    write_ledger(rows, tmp_path / "l.csv", tmp_path / "l.md")
+    text = (tmp_path / "l.md").read_text()
+    assert "The 2 tests are one family (rows that are one test" in text
 
 
 def test_paired_compare_adjusts_a_family_and_never_pools_repeated_questions(tmp_path):

@@ -289,12 +289,20 @@ def ledger_rows(claims: Sequence[Mapping[str, Any]], seed: int = 0) -> list[dict
         scaled_depth = "scaled k"
         if c.get("corpus_passages") is not None:
             scaled_depth += f" ({c['metric']} x {int(c['corpus_passages']):,} / {PAPER_PASSAGES:,})"
-        # a corpus of about the papers' size scales k to the paper's own: one test, not two in Holm's family
-        depths = [("paper k", c["metric"])] + ([(scaled_depth, scaled)] if scaled and scaled != c["metric"] else [])
+        # a corpus of about the papers' size scales k to the paper's own: one row, not two
+        same_k = scaled and int(str(scaled)[3:]) == int(str(c["metric"])[3:])
+        depths = [("paper k", c["metric"])] + ([(scaled_depth, scaled)] if scaled and not same_k else [])
         for depth, metric in depths:
             rows.append(_ledger_row(c, depth, metric, seed))
-    alpha = ALPHA / max(len(rows), 1)  # Holm's strictest step
-    for row, adjusted in zip(rows, holm([r.pop("_p") for r in rows])):
+    # Holm's family is the distinct tests: rows that are one test (the same two sides' runs, either
+    # way round, on one test set at one k: two claims alike, one's scaled k another's paper k) count once
+    p_of = {}
+    for r in rows:
+        p_of.setdefault(r["_test"], r["_p"])
+    adjusted_of = dict(zip(p_of, holm(list(p_of.values()))))
+    alpha = ALPHA / max(len(p_of), 1)  # Holm's strictest step
+    for row, adjusted in zip(rows, [adjusted_of[r["_test"]] for r in rows]):
+        row.pop("_p")
         discordant = row.pop("_discordant")
         row["p_holm"] = float(p_text(adjusted))
         spread, df, diffs = row.pop("_spread"), row.pop("_df"), row.pop("_seed_differences")
@@ -371,6 +379,8 @@ def _ledger_row(c: Mapping[str, Any], depth: str, metric: str, seed: int) -> dic
         # unrounded, for Holm, the power figures and the seeds' signs
         "_p": r.p_value, "_discordant": r.discordant, "_spread": r.spread, "_df": r.df,
         "_seed_differences": diffs,
+        # what makes two rows one test (Holm counts it once)
+        "_test": (tuple(sorted((tuple(map(str, base)), tuple(map(str, meth))))), c["test_set"], k),
     }
 
 
@@ -382,14 +392,16 @@ def write_ledger(rows: Sequence[Mapping[str, Any]], csv_path, md_path, title: st
         w.writerows({k: (float(points_text(v, 2, sign=False)) if k in SIGNED else round(v, 2))
                      if k in ROUNDED and isinstance(v, float) else v
                      for k, v in r.items() if not k.startswith("_")} for r in rows)  # not the private _power
-    tests = len(rows)
+    tests = len({r["_test"] for r in rows}) if all("_test" in r for r in rows) else len(rows)
     lines = [f"# {md_line(title)}", "",
              "Each claim expects the second retriever to beat the first on the same questions. Ours: the "
              "difference of top-k answer recall (points) with a paired 95% bootstrap interval over questions "
              f"({RESAMPLES} resamples) and the exact two-sided sign test on the questions only one of them answers "
              "(p; a verdict also needs the interval on one side of 0). Each claim is tested at the paper's k (the headline) and at the k whose share of this "
              "corpus matches the paper's share of its 21M passages (scaled k). The "
-             f"{tests} tests are one family: their p-values are Holm-adjusted together. Verdict, from the adjusted "
+             f"{tests} tests are one family" + (" (rows that are one test, the same runs on the same questions at "
+                                                "the same k, count once)" if tests < len(rows) else "")
+             + ": their p-values are Holm-adjusted together. Verdict, from the adjusted "
              "p: holds (interval above 0, p < 0.05), does not hold (below 0, p < 0.05), else inconclusive at "
              "this scale, with its power at 80% and Holm's strictest level (0.05 / tests): the smallest "
              "difference these questions detect, and at least how many questions the paper's difference would "
