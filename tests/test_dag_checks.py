@@ -382,10 +382,11 @@ def test_a_splitter_that_is_not_installed_is_refused_at_dag_build():
 
 def test_a_dev_set_where_settings_are_chosen_is_refused_as_a_test_set():
     """Under dcsr.temperature: dev, squad-a.dev is where squad-a's HasAns temperature is chosen,
-    and its merged runs are ranked with it: as a table column (or a claim's or the attribution's
-    test set) it would be scored with a temperature chosen on its own questions. Refused, naming
-    the key; the same questions under another name (squad-a-dev) are a test set at temperature 1,
-    and without anything chosen on dev the name is free."""
+    and a DCSR run on it is ranked with it: as a table column (or a claim's or the attribution's
+    test set, or a row's datasets: mapping) a DCSR run on it would be scored with a temperature
+    chosen on its own questions. Refused, naming the key; a DPR-only table on it, the same
+    questions under another name (squad-a-dev, scored at temperature 1), or a fixed temperature
+    (a hybrid's weight chosen on squad-a.dev serves squad-a's cells only) are fine."""
     cfg = load("config.yaml")
     cfg["dcsr"] = {**cfg.get("dcsr", {}), "temperature": "dev"}
     cfg["datasets"]["squad-a.dev"] = {"like": "squad-a", "questions": "dev", "corpus": "squad"}
@@ -393,20 +394,29 @@ def test_a_dev_set_where_settings_are_chosen_is_refused_as_a_test_set():
     with pytest.raises(InputError) as e:
         Plan(copy.deepcopy(cfg), basedir=REPO)
     assert str(e.value) == (
-        "config: tables.dpr_dcsr.test_sets: squad-a.dev is where squad-a's settings are chosen on dev questions "
-        "(DCSR's temperature, a hybrid's weight), so scored as a test set it would be ranked with a temperature "
+        "config: tables.dpr_dcsr.test_sets: squad-a.dev is where squad-a's HasAns temperature is chosen "
+        "(dcsr.temperature: dev), so untrained-sent's run scored on it as a test set would be ranked with a temperature "
         "chosen on its own questions; name the dataset otherwise (e.g. squad-a-dev) to test on dev questions")
     claim = copy.deepcopy(cfg)
     claim["tables"]["dpr_dcsr"]["test_sets"] = ["squad-a"]
     claim["claims"][0]["test_set"] = "squad-a.dev"
     with pytest.raises(InputError, match=r"^config: claims\.0\.test_set: squad-a\.dev is where"):
         Plan(claim, basedir=REPO)
+    mapped = copy.deepcopy(cfg)
+    mapped["tables"]["dpr_dcsr"]["test_sets"] = ["squad-a"]
+    row = next(i for i, r in enumerate(mapped["tables"]["dpr_dcsr"]["rows"]) if r.get("passage") == "dcsr-a")
+    mapped["tables"]["dpr_dcsr"]["rows"][row]["datasets"] = {"squad-a": "squad-a.dev"}
+    with pytest.raises(InputError, match=rf"^config: tables\.dpr_dcsr\.rows\.{row}\.datasets: squad-a\.dev is"):
+        Plan(mapped, basedir=REPO)
+    dpr_only = copy.deepcopy(cfg)
+    dpr_only["tables"]["dpr_dcsr"]["rows"] = [r for r in dpr_only["tables"]["dpr_dcsr"]["rows"]
+                                              if r.get("passage") in (None, "untrained", "dpr-a", "dpr-b")]
+    dpr_only["claims"] = [c for c in dpr_only["claims"] if "dcsr" not in c["baseline"] + c["method"]]
+    Plan(dpr_only, basedir=REPO)
     renamed = copy.deepcopy(cfg)
     renamed["datasets"]["squad-a-dev"] = renamed["datasets"].pop("squad-a.dev")
     renamed["tables"]["dpr_dcsr"]["test_sets"] = ["squad-a-dev", "squad-a"]
     Plan(renamed, basedir=REPO)
-    free = copy.deepcopy(cfg)
-    free["dcsr"]["temperature"] = 1.0
-    for table in free["tables"].values():  # no linear hybrid either: nothing chosen on dev questions
-        table["rows"] = [r for r in table["rows"] if r.get("retriever") != "hybrid"]
-    Plan(free, basedir=REPO)
+    fixed = copy.deepcopy(cfg)
+    fixed["dcsr"]["temperature"] = 1.0
+    Plan(fixed, basedir=REPO)

@@ -109,6 +109,12 @@ def test_claims_with_seeds_read_one_run_per_seed():
     assert plan.table_notes("dpr_dcsr") == ["Trained on several seeds (dpr-a: 3): each cell of such a model is its "
                                             "first seed's run; the claims ledger compares every seed."]
     assert Plan(load("config.yaml")).table_notes("dpr_dcsr") == []
+    unclaimed = load("config.yaml")
+    unclaimed["models"]["dpr-a"]["seeds"] = 3
+    unclaimed["claims"] = [c for c in unclaimed["claims"] if "dpr-a" not in (c["baseline"], c["method"])]
+    [note] = Plan(unclaimed).table_notes("dpr_dcsr")
+    assert note.endswith("the claims ledger compares every seed of a model a claim names, and no output reads the "
+                         "other seeds of the rest.")
 
 
 def test_launchers_follow_gpus_and_nodes():

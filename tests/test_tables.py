@@ -112,8 +112,9 @@ def test_a_paper_note_comes_with_the_cells_it_is_about(tmp_path):
 
 
 def test_a_table_without_paper_numbers_says_why(tmp_path):
-    """No paper column: because no row names a row of the papers, or because the rows that do are
-    on test sets the papers do not have; the note says which, not always the second."""
+    """No paper column: because no row names a row of the papers, or because the papers have no
+    number for the rows that do (another test set, another k, a misspelt row); the note says
+    which."""
     from dcsr.evaluation.tables import Row, write_retrieval_table
 
     paper = {"t2": {"source": "Paper T2", "rows": {"BM25": {"NQ": {"top1": 1.0}}}}}
@@ -125,7 +126,8 @@ def test_a_table_without_paper_numbers_says_why(tmp_path):
 
     assert "no row of this table names a row of the papers" in md(None)
     other = md({"table": "t2", "row": "BM25", "dataset": "SQuAD"})
-    assert "none of these test sets is one of the papers' datasets" in other and "names a row" not in other
+    assert "the papers report no number for these rows' references" in other and "names a row" not in other
+    assert "the papers report no number" in md({"table": "t2", "row": "BM-25", "dataset": "NQ"})  # a misspelt row
     assert "Paper T2: BM25 on NQ" in md({"table": "t2", "row": "BM25", "dataset": "NQ"})
 
 

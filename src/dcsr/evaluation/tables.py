@@ -247,7 +247,8 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
         lines.append("Paper columns: no row of this table names a row of the papers (`paper:` in the table's config "
                      "rows), so there is no paper number to compare with.")
     else:
-        lines.append("Paper columns: none of these test sets is one of the papers' datasets, so there is no paper number to compare with.")
+        lines.append("Paper columns: the papers report no number for these rows' references (`paper:`) on these test "
+                     "sets at these k, so there is none to compare with.")
     if widest:
         lines.append(f"- Top-k cells are shares of the row's questions; the CSV gives each its 95% Wilson interval "
                      f"(`ci95_low`, `ci95_high`): at most +/-{widest:.1f} points here. Two rows of the same "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dcsr.errors import InputError
-from dcsr.pipeline.config import DEV_VARIANT, _key, chooses_on_dev, claim_pair, corpus_shards, corpus_size, model_init
+from dcsr.pipeline.config import DEV_VARIANT, _key, claim_pair, corpus_shards, corpus_size, model_init
 
 
 def _resolve(schema: Mapping, node: Any) -> Any:
@@ -336,29 +336,35 @@ LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 RST_LITERALS = ("results", "encoders")
 
 
-def check_dev_sets_not_tested(config: Mapping) -> None:
-    """A dataset ``<d>.dev`` is where ``<d>``'s settings are chosen on dev questions (DCSR's HasAns
-    temperature under ``dcsr.temperature: dev``, a hybrid row's linear weight), and its merged
-    runs are ranked with what was chosen there: as a test set of a table, a claim or the
-    attribution analysis it would be scored with a temperature chosen on its own questions. So
-    such a name is refused there, where something is chosen on dev questions (``<d>-dev``, say,
-    is a test set of dev questions, scored at temperature 1)."""
-    if not chooses_on_dev(config):
+def check_dev_sets_not_tested(config: Mapping, is_dcsr) -> None:
+    """Under ``dcsr.temperature: dev`` a dataset ``<d>.dev`` is where ``<d>``'s HasAns temperature
+    is chosen, and a DCSR run on it is ranked with what was chosen there: as a test set of a
+    table, a claim or the attribution analysis, a DCSR run on it would be scored with a
+    temperature chosen on its own questions. Refused there, naming the key (``<d>-dev``, say, is a
+    test set of dev questions, scored at temperature 1). ``is_dcsr(model)``: a DCSR model."""
+    if config.get("dcsr", {}).get("temperature") != "dev":
         return
     from dcsr.evaluation.tables import table_cells
 
-    datasets = config["datasets"]
-    used = [(_key("tables", t, "test_sets"), c.dataset) for t, table in config.get("tables", {}).items()
-            for c in table_cells(table)]
-    used += [(_key("claims", i, "test_set"), c.get("test_set")) for i, c in enumerate(config.get("claims", []))]
-    used += [(_key("attribution", "test_sets"), t) for t in (config.get("attribution") or {}).get("test_sets", [])]
-    for where, name in used:
-        if isinstance(name, str) and name.endswith(DEV_VARIANT) and name[:-len(DEV_VARIANT)] in datasets:
-            root = name[: -len(DEV_VARIANT)]
-            raise InputError(where, f"{name} is where {root}'s settings are chosen on dev questions (DCSR's "
-                                    "temperature, a hybrid's weight), so scored as a test set it would be ranked "
-                                    f"with a temperature chosen on its own questions; name the dataset otherwise "
-                                    f"(e.g. {root}-dev) to test on dev questions")
+    used = []  # (config key, test set, passage encoder)
+    for t, table in config.get("tables", {}).items():
+        for c in table_cells(table):
+            where = _key("tables", t, "test_sets") if c.dataset == c.column else _key("tables", t, "rows", c.row,
+                                                                                        "datasets")
+            used.append((where, c.dataset, c.pmodel))
+    for i, claim in enumerate(config.get("claims", [])):
+        used += [(_key("claims", i, "test_set"), claim["test_set"], claim_pair(claim[side])[1])
+                 for side in ("baseline", "method")]
+    attribution = config.get("attribution") or {}
+    used += [(_key("attribution", "test_sets"), t, p) for t in attribution.get("test_sets", [])
+             for family in attribution.get("families", {}).values() for p in family.values()]
+    for where, name, pmodel in used:
+        root = name[: -len(DEV_VARIANT)] if name.endswith(DEV_VARIANT) else None
+        if root in config["datasets"] and is_dcsr(pmodel):
+            raise InputError(where, f"{name} is where {root}'s HasAns temperature is chosen (dcsr.temperature: dev), "
+                                    f"so {pmodel}'s run scored on it as a test set would be ranked with a "
+                                    "temperature chosen on its own questions; name the dataset otherwise (e.g. "
+                                    f"{root}-dev) to test on dev questions")
 
 
 def check_text(config: Any, path: tuple = ()) -> None:

@@ -32,7 +32,6 @@ def expand_config(config: dict) -> dict:
     check_sections(config)
     check_config(config)
     check_claim_seeds(config)
-    check_dev_sets_not_tested(config)
     # the data-efficiency sweep's models (attribution.sweep) become ordinary trained models
     config["models"].update(sweep_models(config))
     # a model with seeds: n is trained n times (<model>.seed<k>, train.seed + k - 1)
@@ -57,6 +56,7 @@ class ConfigView:
         self.basedir = Path(basedir)
         check_local_sources(self.config, self.basedir)
         check_splitter(self.config)
+        check_dev_sets_not_tested(self.config, self.is_dcsr)
         for model in self.config["models"]:
             if self.is_dcsr(model):
                 check_marker_lengths(model, self.train_settings(model))

@@ -105,8 +105,13 @@ class Targets(ConfigView):
                         if int(self.config["models"].get(m, {}).get("seeds", 1)) > 1)
         if not seeded:
             return []
+        claimed = {m for c in self.config.get("claims", []) for side in ("baseline", "method")
+                   for m in claim_pair(c[side])}
+        compared = ("the claims ledger compares every seed" if all(m in claimed for m, _ in seeded) else
+                    "the claims ledger compares every seed of a model a claim names, and no output reads the "
+                    "other seeds of the rest")
         return [f"Trained on several seeds ({', '.join(f'{m}: {n}' for m, n in seeded)}): each cell of such a model "
-                "is its first seed's run; the claims ledger compares every seed."]
+                f"is its first seed's run; {compared}."]
 
     def table_notes(self, table):
         models = {m for _, cell in self.table_cells(table) for m in (cell.qmodel, cell.pmodel)}
