@@ -124,7 +124,7 @@ rule plot_validation:
         spec=lambda wc: (json_arg(
             {"curves": [{"label": m, "model": MODEL_DIR.format(model=m)} for m in plan.models_trained_on(wc.dataset)]}
         )),
-        title=lambda wc: f"In-batch dev accuracy after each epoch, trained on {wc.dataset}",
+        title=lambda wc: f"In-batch dev accuracy by epochs trained, trained on {wc.dataset}",
     threads: 1
     resources:
         mem_mb=plan.resources_for("plot_validation", "mem_mb"),

@@ -62,7 +62,12 @@ def test_dcsr_runs_also_search_the_dev_questions_their_temperature_is_chosen_on(
     merge = demo.merge_inputs(wc)
     assert merge["temperature"] == "results/temperature/squad/dcsr-a/dcsr-a/squad-a.json"
     assert merge["hits"] == ["results/hits/squad/dcsr-a/shard-0"]
-    assert demo.hasans_args(wc, Wildcards(merge)) == ["--hasans", "--temperature-file", merge["temperature"]]
+    assert demo.hasans_args(wc) == ["--hasans", "--temperature-file", merge["temperature"]]
+    # params that read no input are what Snakemake records: a changed temperature or k reruns the job
+    import inspect
+
+    for args in (demo.hasans_args, demo.sentence_depth_args):
+        assert list(inspect.signature(args).parameters) == ["wc"], args
     # the merged dev run (a hybrid chooses its weight on it) ranks with the test run's temperature,
     # chosen on the dev questions' sentence hits (not on the merged run)
     dev = Wildcards(corpus="squad", qmodel="dcsr-a", pmodel="dcsr-a", dataset="squad-a.dev")

@@ -127,3 +127,49 @@ def test_the_slurm_profile_sends_exactly_the_rules_that_ask_for_gpus_to_its_gpu_
     assert set(profile["set-resources"]) == gpu_rules
     assert {r["slurm_partition"] for r in profile["set-resources"].values()} == {"gpu"}
     assert profile["default-resources"]["slurm_partition"] == "cpu"
+
+
+# Params Snakemake does not record (a function of input, output, threads or resources is
+# "derived": snakemake.rules.Rule._is_deriving_function), so a change to them reruns nothing:
+# each may carry file paths (the files are inputs or outputs) or a memory size, never a setting.
+UNRECORDED_OK = {"store", "sentences", "sets", "shards", "searches", "hits", "weight", "shard_args", "heap"}
+
+
+def unrecorded_params() -> list[tuple[str, str, str]]:
+    """``(rule file, rule, param)`` of every param of the rules whose value Snakemake derives (so
+    does not record): a lambda or a ``plan`` method taking input, output, threads or resources."""
+    import inspect
+
+    from dcsr.pipeline.plan import Plan
+
+    found = []
+    for path in sorted((REPO / "rules").glob("*.smk")) + [REPO / "Snakefile"]:
+        rule, in_params = None, False
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if m := re.match(r"(?:rule (\w+)|use rule \w+ as (\w+) with):", line):
+                rule, in_params = m.group(1) or m.group(2), False
+            elif k := re.match(r"    (\w+):", line):
+                in_params = k.group(1) == "params"
+            elif in_params and (p := re.match(r"        (\w+)=(.*)$", line)):
+                name, value = p.groups()
+                args = []
+                if value.startswith("lambda"):
+                    args = re.findall(r"\w+", value[len("lambda"):value.index(":")])
+                elif (attr := re.match(r"plan\.(\w+)", value)) and not isinstance(
+                        inspect.getattr_static(Plan, attr.group(1), None), property) and callable(
+                        getattr(Plan, attr.group(1), None)):
+                    args = list(inspect.signature(getattr(Plan, attr.group(1))).parameters)
+                if set(args) & {"input", "output", "threads", "resources"}:
+                    found.append((path.name, rule, name))
+    return found
+
+
+def test_no_setting_rides_in_a_param_snakemake_does_not_record():
+    """dcsr.temperature and dcsr.sentences_per_passage rode in params that read ``input``: a
+    changed value was in the next command but reran nothing, and the results stayed those of the
+    old value. Now every unrecorded param is a path or a memory size (UNRECORDED_OK), and the
+    scan finds the ones there are."""
+    found = unrecorded_params()
+    assert {name for _, _, name in found} <= UNRECORDED_OK, [f for f in found if f[2] not in UNRECORDED_OK]
+    assert ("search.smk", "merge_runs", "store") in found and ("bm25.smk", "search_bm25", "heap") in found
+    assert not [f for f in found if f[2] in ("hasans", "depth")]

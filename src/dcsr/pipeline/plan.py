@@ -93,15 +93,31 @@ class Plan(Targets):
             inputs["sentences"] = self.paths.SENTENCES.format(corpus=wc.corpus)
         return inputs
 
-    def hasans_args(self, wc, input):
+    def hasans_args(self, wc):
         """merge_runs' HasAns flags: none for DPR; a DCSR run takes its temperature from the config
-        or from the dev choice (dcsr.temperature: dev; its merged dev run too), else 1."""
+        or from the dev choice (dcsr.temperature: dev; its merged dev run too), else 1. A function
+        of the wildcards alone, not of ``input``: Snakemake records such a param, so a changed
+        temperature reruns the merge (it leaves out one that reads ``input``, as derived)."""
         if not self.is_dcsr(wc.pmodel):
             return []
-        if "temperature" in input.keys():
-            return ["--hasans", "--temperature-file", input.temperature]
+        chosen = self.temperature_file(wc)
+        if chosen is not None:
+            return ["--hasans", "--temperature-file", chosen]
         t = self.config["dcsr"]["temperature"]
         return ["--hasans", "--temperature", str(1.0 if t == "dev" else t)]
+
+    def temperature_file(self, wc) -> str | None:
+        """Where a merge's temperature was chosen on dev questions (dcsr.temperature: dev): its own
+        run's choice, or, for the merged dev run, its test run's; else None."""
+        if self.temperature_on_dev(wc.pmodel, wc.dataset):
+            return self.paths.TEMPERATURE.format(corpus=wc.corpus, qmodel=wc.qmodel, pmodel=wc.pmodel,
+                                                 dataset=wc.dataset)
+        if wc.dataset.endswith(DEV_VARIANT) and self.temperature_on_dev(wc.pmodel, wc.dataset[:-len(DEV_VARIANT)]):
+            # the merged dev run (a hybrid's weight is chosen on it) ranks with the temperature the
+            # test run uses, chosen on the dev questions' sentence hits, not on this merged run
+            return self.paths.TEMPERATURE.format(corpus=wc.corpus, qmodel=wc.qmodel, pmodel=wc.pmodel,
+                                                 dataset=wc.dataset[:-len(DEV_VARIANT)])
+        return None
 
     def temperature_inputs(self, wc):
         if (wc.corpus, wc.qmodel, wc.pmodel, wc.dataset + DEV_VARIANT) not in self.dense_runs():
@@ -163,14 +179,8 @@ class Plan(Targets):
         # each shard's embedding stats: the merge refuses shards embedded as different kinds
         inputs["shard_stats"] = [self.paths.SHARD_STATS.format(corpus=wc.corpus, pmodel=wc.pmodel, shard=i)
                                  for i in self.shards(wc.corpus)]
-        if self.temperature_on_dev(wc.pmodel, wc.dataset):
-            inputs["temperature"] = self.paths.TEMPERATURE.format(**wc)
-        elif wc.dataset.endswith(DEV_VARIANT) and self.temperature_on_dev(wc.pmodel, wc.dataset[:-len(DEV_VARIANT)]):
-            # the merged dev run (a hybrid's weight is chosen on it) ranks with the temperature the
-            # test run uses, chosen on the dev questions' sentence hits, not on this merged run
-            root = wc.dataset[:-len(DEV_VARIANT)]
-            inputs["temperature"] = self.paths.TEMPERATURE.format(corpus=wc.corpus, qmodel=wc.qmodel,
-                                                                  pmodel=wc.pmodel, dataset=root)
+        if (chosen := self.temperature_file(wc)) is not None:
+            inputs["temperature"] = chosen
         return inputs
 
     def run_inputs(self, wc, dataset):
@@ -238,9 +248,12 @@ class Plan(Targets):
         params = self.config["index"]["search_params"]
         return ["--search-params", params] if params else []
 
-    def sentence_depth_args(self, wc, input):
-        """DCSR: search the top 100 x k sentences (k from the self.config, else the corpus mean)."""
+    def sentence_depth_args(self, wc):
+        """DCSR: search the top 100 x k sentences (k from the config, else the corpus mean, from the
+        sentence table's stats, an input). Of the wildcards alone, so that Snakemake records it and
+        a changed k reruns the search (:meth:`hasans_args`)."""
         if not self.is_dcsr(wc.pmodel):
             return []
         k = self.config["dcsr"]["sentences_per_passage"]
-        return ["--sentences-per-passage", str(k)] if k is not None else ["--sentence-stats", input.stats]
+        return (["--sentences-per-passage", str(k)] if k is not None
+                else ["--sentence-stats", self.paths.SENTENCE_STATS.format(corpus=wc.corpus)])
