@@ -99,7 +99,7 @@ rule train_biencoder:
         "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
         " {params.launcher:u} {params.script:q} --train {input.train:q} --dev {input.dev:q} --init {params.init:q}"
         " --output {output:q} --checkpoint-dir {params.checkpoints:q} --settings {params.settings:q}"
-        " --method {params.method:q} {params.sentences:q} 2> {log:q}"
+        " --method {params.method:q} {params.sentences:q} --code {params.code:q} 2> {log:q}"
 
 
 # A model in the format its family's tools read (dcsr.models.export): DPR's Hugging Face format

@@ -515,6 +515,27 @@ def test_a_checkpoint_older_than_epochs_trained_gets_it_on_resume(tmp_path, tiny
     assert [(h["epoch"], h["epochs_trained"], h["step"]) for h in history] == [(0, 1.0, 8), (1, 1.5, 12)]
 
 
+def test_a_checkpoint_of_other_code_is_not_resumed(tmp_path, tiny_bert, data):
+    """Snakemake reruns a training job when its code changes (the rule's code param); a finished
+    checkpoint of the old code must not then be resumed and written back as the new code's
+    model: the code's digest is part of the fingerprint. The same digest resumes."""
+    train_json, dev_json = data
+    settings = {**SMALL, "epochs": 1, "max_steps": 4}
+
+    def run(out, code):
+        said = []
+        train(settings, train_json, dev_json, str(tiny_bert), tmp_path / out, tmp_path / "ck", log=said.append,
+              code=code)
+        return said
+
+    run("out1", "digest-a")
+    same = run("out2", "digest-a")
+    assert any(m.startswith("resuming") for m in same), same
+    other = run("out3", "digest-b")
+    assert not any(m.startswith("resuming") for m in other)
+    assert any("code 'digest-a' -> 'digest-b'" in m for m in other), other
+
+
 def test_tied_encoders_need_one_init():
     from dcsr.models.biencoder import tie_encoders
 

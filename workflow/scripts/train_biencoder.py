@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
     ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
     ap.add_argument("--sentences", default=None, help="DCSR: the corpus's sentence table (else split on the fly)")
+    ap.add_argument("--code", default=None, help="the training code's digest (the rule's code param): a checkpoint "
+                    "of other code is not resumed")
     args = ap.parse_args(argv)
     from dcsr.models.checkpoints import init_from_options
     from dcsr.training.methods import builder_class
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     init = init_from_options(args.init, args.question_init, args.passage_init)
     train(load_settings(args.settings), args.train, args.dev, init, args.output, args.checkpoint_dir,
-          builder_cls=builder_class(args.method, args.sentences))
+          builder_cls=builder_class(args.method, args.sentences), code=args.code)
     return 0
 
 

@@ -106,13 +106,15 @@ BEST = "best"
 
 
 def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: Path, init: str,
-                inputs: Mapping[str, str], world: int, compute: str | None = None) -> dict:
+                inputs: Mapping[str, str], world: int, compute: str | None = None, code: str | None = None) -> dict:
     """Everything that determines the model a run becomes: the method, every setting but
     :data:`~dcsr.settings.NOT_IN_FINGERPRINT` (the batch as the global batch, which is what
     the loss sees), the content of the training and dev sets and of ``inputs`` (DCSR's
     sentence table), the initial checkpoint, and ``compute``, the precision that ``amp`` resolved
-    to on this machine (``auto`` is bf16 on a CPU with AMX or AVX-512 BF16, fp32 on one without). A checkpoint
-    resumes only on an exact match."""
+    to on this machine (``auto`` is bf16 on a CPU with AMX or AVX-512 BF16, fp32 on one without),
+    and ``code``, the digest of the training code and of the packages that change its numbers
+    (the rule's ``code`` param: a job Snakemake reruns for a code change trains anew, rather than
+    resume the old code's finished checkpoint). A checkpoint resumes only on an exact match."""
     settings = {k: v for k, v in s.items() if k not in NOT_IN_FINGERPRINT + ("batch_size", "dev_batch_size")}
     if s.get("grad_cache_chunk") and s.get("dropout") != 0.0:
         # with dropout on (None: the checkpoint's own, BERT's 0.1), chunks draw other masks than
@@ -127,6 +129,7 @@ def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: P
         **{name: file_identity(path) for name, path in sorted(inputs.items())},
         "init": init_identity(init),
         **({"compute": compute} if compute is not None else {}),
+        **({"code": code} if code is not None else {}),
     }
 
 

@@ -147,13 +147,15 @@ def _stderr_log(msg: str) -> None:
 
 def train(settings: Mapping[str, Any] | None, train_json: str | os.PathLike, dev_json: str | os.PathLike, init: str,
           output_dir: str | os.PathLike, checkpoint_dir: str | os.PathLike,
-          log: Callable[[str], None] | None = None, builder_cls: type[SampleBuilder] = SampleBuilder) -> dict:
+          log: Callable[[str], None] | None = None, builder_cls: type[SampleBuilder] = SampleBuilder,
+          code: str | None = None) -> dict:
     """Train a bi-encoder from checkpoint ``init`` and write it to ``output_dir``.
 
     Runs single-process, or one process per device under ``torchrun`` (RANK / WORLD_SIZE /
     LOCAL_RANK from the environment). Resumes from ``checkpoint_dir/last`` when its
     fingerprint (:func:`fingerprint`: inputs, init, settings) equals this run's; a checkpoint
-    that does not match is moved to ``checkpoint_dir/stale/`` and training starts fresh.
+    that does not match is moved to ``checkpoint_dir/stale/`` and training starts fresh. ``code``:
+    the training code's digest (the rule's ``code`` param), part of the fingerprint when given.
     Only rank 0 writes: checkpoints (``checkpoint_dir/last/``: the bi-encoder layout,
     ``trainer_state.pt``, ``validation.json``), the live ``checkpoint_dir/train_log.jsonl``,
     and at the very end, atomically, ``output_dir`` (``question_encoder/``,
@@ -164,7 +166,7 @@ def train(settings: Mapping[str, Any] | None, train_json: str | os.PathLike, dev
     ctx, started = setup_distributed()
     try:
         trainer = Trainer(s, Path(train_json), Path(dev_json), init, Path(output_dir), Path(checkpoint_dir),
-                          log or _stderr_log, builder_cls, ctx)
+                          log or _stderr_log, builder_cls, ctx, code=code)
         return trainer.run()
     finally:
         if started:
@@ -182,8 +184,8 @@ class Trainer:
 
     def __init__(self, settings: Settings, train_json: Path, dev_json: Path, init: str, output_dir: Path,
                  checkpoint_dir: Path, log: Callable[[str], None], builder_cls: type[SampleBuilder],
-                 ctx: DistContext):
-        self.s, self.ctx = settings, ctx
+                 ctx: DistContext, code: str | None = None):
+        self.s, self.ctx, self.code = settings, ctx, code
         self.train_json, self.dev_json, self.init = train_json, dev_json, init
         self.output_dir, self.checkpoint_dir = output_dir, checkpoint_dir
         self.builder_cls = builder_cls
@@ -211,7 +213,7 @@ class Trainer:
         # JSON-normalised, as it is compared with the one stored beside the checkpoint
         self.identity = json.loads(json.dumps(fingerprint(s, self.builder.method, self.train_json, self.dev_json,
                                                           self.init, self.builder_cls.input_files(), ctx.world,
-                                                          compute))) if ctx.main else None
+                                                          compute, self.code))) if ctx.main else None
         if last is not None:
             try:
                 old = json.loads((last / FINGERPRINT_FILE).read_text(encoding="utf-8"))
