@@ -213,3 +213,19 @@ def test_the_digest_of_a_file_is_pinned(tmp_path):
     assert cv.source_digest(path).hex() == "a31e51a2a75c3ccd078fe55568c1180f1f8854f817b03879e84b63a7193f903b"
     path.write_text(path.read_text().replace('"a second string is code"', '"another string"'))
     assert cv.source_digest(path).hex() != "a31e51a2a75c3ccd078fe55568c1180f1f8854f817b03879e84b63a7193f903b"
+
+
+def test_the_embedding_jobs_do_not_reach_the_pin_checker():
+    """embed_shard.py records its run's kind (kind_key), which lived in the regression-pin
+    checker: any edit to the checker, a message even, changed the embedding jobs' code version and
+    re-embedded every corpus. The kind lives with the compute precision now; the checker still
+    reaches it."""
+    from dcsr.pipeline.code_version import reached_files
+
+    scripts = REPO / "workflow" / "scripts"
+    def reached(script):
+        return {p.relative_to(REPO).as_posix() for p in reached_files(scripts / script, REPO / "src")}
+
+    embedded = reached("embed_shard.py")
+    assert "src/dcsr/models/precision.py" in embedded and "src/dcsr/evaluation/pins.py" not in embedded
+    assert {"src/dcsr/evaluation/pins.py", "src/dcsr/models/precision.py"} <= reached("check_pins.py")

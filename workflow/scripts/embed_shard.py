@@ -5,7 +5,7 @@ import json
 import logging
 
 from dcsr.cli import script
-from dcsr.evaluation.pins import kind_key
+from dcsr.models.precision import kind_key
 from dcsr.fsutil import atomic_open
 from dcsr.retrieval.embed import embed_corpus_shard
 from dcsr.settings import EMBED_BACKENDS

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dcsr.errors import InputError
+from dcsr.models.precision import kind_key  # a run's kind; embedding jobs read it there, not this checker
 from dcsr.yamlutil import strict_load
 
 
@@ -73,45 +74,6 @@ def _entry(pins, path: str | os.PathLike, name: str) -> dict:
         if key not in entry:
             raise InputError(f"{path}: {name}", f"lacks {key!r}")
     return entry
-
-
-def cpu_host(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The CPU's vendor and the SIMD level torch runs its kernels at (``GenuineIntel/AVX512``,
-    ``AuthenticAMD/AVX2``). fp32 results are deterministic on one kind of CPU, but MKL and ATen
-    take other code paths on another, and a tiny model's near-ties may then flip."""
-    vendor = "unknown"
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("vendor_id"):
-                    vendor = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        import torch
-
-        level = torch.backends.cpu.get_cpu_capability()
-    except Exception:  # noqa: BLE001 - no torch, no level: the key still names the vendor
-        level = "unknown"
-    return f"{vendor}/{level}"
-
-
-def kind_key(device: str = "cpu", precision: str = "fp32", backend: str = "torch",
-             gpu_name: str | None = None) -> str:
-    """The kind of a run, as pins record it: ``"<host> <precision> <backend>"``. The host is
-    the CPU (:func:`cpu_host`, plus its bf16 instructions when it computed in bf16: AMX and
-    AVX-512 BF16 take other kernels) or ``cuda:<device name>``. So ``auto``'s choices are part
-    of the kind: a CUDA bf16 run, or OpenVINO on a Zen 4, is a kind of its own."""
-    if device == "cuda":
-        host = f"cuda:{gpu_name or 'unknown'}"
-    else:
-        host = cpu_host()
-        if precision == "bf16":
-            from dcsr.models.precision import cpu_bf16
-
-            host += f"+{cpu_bf16() or 'emulated'}"
-    return f"{host} {precision} {backend}"
 
 
 def kind_precision(kind: str) -> str:

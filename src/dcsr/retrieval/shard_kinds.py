@@ -3,7 +3,7 @@ been embedded alike.
 
 Each embedding job writes ``results/embeddings/<corpus>/<model>/shard-<n>.json`` beside its
 vectors: its stats, the compute ``precision``, the ``backend`` that ran the passage encoder,
-and the ``kind`` (host, precision, runtime: :func:`dcsr.evaluation.pins.kind_key`). A shard
+and the ``kind`` (host, precision, runtime: :func:`dcsr.models.precision.kind_key`). A shard
 embedded again elsewhere (a GPU node, ``embed.precision`` or ``embed.backend`` changed and one
 shard rerun) holds vectors whose scores differ from the others' by more than the ties the
 merge breaks, so a run merged from both ranks two kinds against each other, and its pins
