@@ -68,6 +68,8 @@ rule generate_dataset:
 # A SQuAD corpus is built together with its one dataset, which carries the corpus's name
 # (config: datasets.<corpus>: {corpus: <corpus>, squad: true}).
 rule prepare_squad:
+    input:
+        unpack(plan.squad_source_inputs),
     output:
         corpus=CORPUS_TSV,
         train=GENERATED_TRAIN.replace("{dataset}", "{corpus}"),

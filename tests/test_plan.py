@@ -274,3 +274,15 @@ def test_a_regex_dataset_scores_its_bad_patterns_as_set_and_its_variants_too():
     assert plan.bad_pattern_args(Wildcards(dataset="squad-b")) == []
     cfg["datasets"]["squad-a"]["bad_patterns"] = "refuse"
     assert Plan(copy.deepcopy(cfg), basedir=REPO).bad_pattern_args(Wildcards(dataset="squad-a.dev")) == []
+
+
+def test_a_local_squad_source_is_an_input_of_the_corpus_it_builds():
+    """An edited local SQuAD file (the vendored one too) must rebuild its corpus and datasets: it
+    is prepare_squad's input, not only a path in its params; a URL's file has its sha256."""
+    plan = Plan(load("config.yaml"), basedir=REPO)
+    source = plan.squad_source_inputs(Wildcards(corpus="squad"))["source"]
+    assert Path(source).resolve() == (REPO / "resources" / "squad" / "squad1.1-dev-36-articles.json.gz").resolve()
+    config = load("config.yaml")
+    config["corpora"]["squad"]["squad"]["source"] = "https://example.org/dev-v1.1.json"
+    assert Plan(config, basedir=REPO).squad_source_inputs(Wildcards(corpus="squad")) == {}
+    assert "unpack(plan.squad_source_inputs)" in (REPO / "rules" / "data.smk").read_text()

@@ -207,16 +207,26 @@ class ConfigView:
         """SQuAD datasets of a group of articles (squad: {articles: START:STOP})."""
         return [d for d, ds in self.config["datasets"].items() if isinstance(ds.get("squad"), dict)]
 
-    def squad_args(self, corpus):
-        """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's defaults)."""
-        sq = self.config["corpora"][corpus]["squad"]
-        source = sq["source"]
-        # a relative path is taken from the working directory, else from the repository (the
-        # vendored resources/squad/ file, when Snakemake runs with --directory elsewhere)
+    def squad_source(self, corpus) -> str:
+        """A SQuAD corpus's ``source``: a URL, or a local file; a relative path is taken from the
+        working directory, else from the repository (the vendored resources/squad/ file, when
+        Snakemake runs with --directory elsewhere)."""
+        source = self.config["corpora"][corpus]["squad"]["source"]
         if "://" not in source and not Path(source).is_absolute() and not Path(source).exists():
             if (self.basedir / source).exists():
                 source = str(self.basedir / source)
-        args = ["--source", source, "--seed", self.config["seed"]]
+        return source
+
+    def squad_source_inputs(self, wc):
+        """prepare_squad's input: a local source file, so that an edited one rebuilds the corpus
+        and its datasets (a URL's file is checked against its sha256 instead)."""
+        source = self.squad_source(wc.corpus)
+        return {} if "://" in source else {"source": source}
+
+    def squad_args(self, corpus):
+        """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's defaults)."""
+        sq = self.config["corpora"][corpus]["squad"]
+        args = ["--source", self.squad_source(corpus), "--seed", self.config["seed"]]
         if sq.get("sha256"):
             args += ["--sha256", sq["sha256"]]
         if "passage_words" in sq:
