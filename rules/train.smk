@@ -79,7 +79,10 @@ rule train_biencoder:
         script=f"{SCRIPTS}/train_biencoder.py",
         code=plan.code_version("train_biencoder.py"),
         init=lambda wc: init_param(config, wc.model),
-        settings=lambda wc: plan.train_settings_arg(wc.model),
+        settings=lambda wc: plan.train_settings_arg(wc.model, "model"),
+        # logging, loader workers, checkpoint frequency: read with threads, so Snakemake does not
+        # record them and a new value retrains nothing (Plan.train_settings_arg)
+        run_settings=lambda wc, threads: plan.train_settings_arg(wc.model, "run"),
         checkpoints=lambda wc: CHECKPOINT_DIR.format(model=wc.model),
         method=lambda wc: plan.model_method(wc.model),
         sentences=lambda wc, input: ["--sentences", input.sentences] if plan.is_dcsr(wc.model) else [],
@@ -101,6 +104,7 @@ rule train_biencoder:
         "python -m dcsr.pipeline.gpus {resources.gpu:q} --"
         " {params.launcher:u} {params.script:q} --train {input.train:q} --dev {input.dev:q} --init {params.init:q}"
         " --output {output:q} --checkpoint-dir {params.checkpoints:q} --settings {params.settings:q}"
+        " --run-settings {params.run_settings:q}"
         " --method {params.method:q} {params.sentences:q} --code {params.code:q} 2> {log:q}"
 
 

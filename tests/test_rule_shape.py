@@ -131,8 +131,11 @@ def test_the_slurm_profile_sends_exactly_the_rules_that_ask_for_gpus_to_its_gpu_
 
 # Params Snakemake does not record (a function of input, output, threads or resources is
 # "derived": snakemake.rules.Rule._is_deriving_function), so a change to them reruns nothing:
-# each may carry file paths (the files are inputs or outputs) or a memory size, never a setting.
-UNRECORDED_OK = {"store", "sentences", "sets", "shards", "searches", "hits", "weight", "shard_args", "heap"}
+# each may carry file paths (the files are inputs or outputs), a memory size, or the training
+# settings that change nothing of the model (run_settings: dcsr.settings.run_only_keys), never a
+# setting that changes a number.
+UNRECORDED_OK = {"store", "sentences", "sets", "shards", "searches", "hits", "weight", "shard_args", "heap",
+                 "run_settings"}
 
 
 def unrecorded_params() -> list[tuple[str, str, str]]:

@@ -210,6 +210,16 @@ DCSR_INTERNAL: dict[str, Setting] = {
 #: loss and gradients computed in pieces).
 NOT_IN_FINGERPRINT = ("log_every_steps", "num_workers", "checkpoint_every_steps", "grad_cache_chunk")
 
+
+def run_only_keys(settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """The training settings of :data:`NOT_IN_FINGERPRINT` that change nothing of the model these
+    ``settings`` make: all four, but ``grad_cache_chunk`` with dropout on (None: the checkpoint's
+    own, BERT's 0.1), where chunks draw other masks than one pass over the batch (the same loss in
+    expectation, not the same model)."""
+    if settings.get("grad_cache_chunk") and settings.get("dropout") != 0.0:
+        return tuple(k for k in NOT_IN_FINGERPRINT if k != "grad_cache_chunk")
+    return NOT_IN_FINGERPRINT
+
 SECTIONS: dict[str, dict[str, Setting]] = {
     "train": {**TRAIN, **LAUNCH},
     "dcsr": {

@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", required=True, help="final model directory (appears only when done)")
     ap.add_argument("--checkpoint-dir", required=True, help="resumable checkpoints (DIR/last)")
     ap.add_argument("--settings", default="{}", help="settings as a JSON string or a JSON/YAML file")
+    ap.add_argument("--run-settings", default="{}", help="settings that change nothing of the model (logging, "
+                    "loader workers, checkpoint frequency), over --settings")
     ap.add_argument("--method", default="dpr", help="dpr (one vector per passage) or dcsr (one per sentence)")
     ap.add_argument("--sentences", default=None, help="DCSR: the corpus's sentence table (else split on the fly)")
     ap.add_argument("--code", default=None, help="the training code's digest (the rule's code param): a checkpoint "
@@ -43,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     from dcsr.training.samples import load_settings
 
     init = init_from_options(args.init, args.question_init, args.passage_init)
-    train(load_settings(args.settings), args.train, args.dev, init, args.output, args.checkpoint_dir,
+    settings = {**load_settings(args.settings), **load_settings(args.run_settings)}
+    train(settings, args.train, args.dev, init, args.output, args.checkpoint_dir,
           builder_cls=builder_class(args.method, args.sentences), code=args.code)
     return 0
 

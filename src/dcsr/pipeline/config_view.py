@@ -19,7 +19,7 @@ from dcsr.pipeline.code_version import code_version
 from dcsr.pipeline.gpus import job_gpus
 from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
-from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, LAUNCH, TRAIN, check_sections, filled
+from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, LAUNCH, TRAIN, check_sections, filled, run_only_keys
 
 
 def expand_config(config: dict) -> dict:
@@ -281,11 +281,19 @@ class ConfigView:
         spec = {**TRAIN, **DCSR_TRAIN, **DCSR_INTERNAL} if self.is_dcsr(model) else TRAIN
         return filled(spec, settings, f"config: models.{model}.train")
 
-    def train_settings_arg(self, model) -> str:
+    def train_settings_arg(self, model, part: str = "all") -> str:
         """The training settings as the scripts' ``--settings`` JSON: every default filled in and
         the keys sorted, so that a config whose keys come in another order, or that writes out a
-        default, plans the same jobs (Snakemake reruns a job whose params change)."""
-        return json_arg(self.train_settings(model), sort_keys=True)
+        default, plans the same jobs (Snakemake reruns a job whose params change). ``part``:
+        ``"model"``, those that make the model (a recorded param); ``"run"``, those that change
+        nothing of it (:func:`dcsr.settings.run_only_keys`: logging, loader workers, checkpoint
+        frequency), passed in a param Snakemake does not record, so that a new value retrains
+        and re-embeds nothing; ``"all"``, both."""
+        settings = self.train_settings(model)
+        run = run_only_keys(settings)
+        if part != "all":
+            settings = {k: v for k, v in settings.items() if (k in run) == (part == "run")}
+        return json_arg(settings, sort_keys=True)
 
     def _launch(self, model, key):
         return int({**self.config["train"], **self.config["models"][model].get("train", {})}.get(key, LAUNCH[key].default))

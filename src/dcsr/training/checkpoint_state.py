@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from dcsr.errors import InputError
-from dcsr.settings import NOT_IN_FINGERPRINT
+from dcsr.settings import run_only_keys
 from dcsr.training.fingerprint import file_identity, init_identity
 
 def _rng_state() -> dict:
@@ -115,11 +115,7 @@ def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: P
     and ``code``, the digest of the training code and of the packages that change its numbers
     (the rule's ``code`` param: a job Snakemake reruns for a code change trains anew, rather than
     resume the old code's finished checkpoint). A checkpoint resumes only on an exact match."""
-    settings = {k: v for k, v in s.items() if k not in NOT_IN_FINGERPRINT + ("batch_size", "dev_batch_size")}
-    if s.get("grad_cache_chunk") and s.get("dropout") != 0.0:
-        # with dropout on (None: the checkpoint's own, BERT's 0.1), chunks draw other masks than
-        # one pass over the batch: the same loss in expectation, not the same model
-        settings["grad_cache_chunk"] = s["grad_cache_chunk"]
+    settings = {k: v for k, v in s.items() if k not in run_only_keys(s) + ("batch_size", "dev_batch_size")}
     return {
         "method": method,
         "settings": {**settings, "global_batch": s["batch_size"] * world,
