@@ -15,7 +15,7 @@ rule sample_training_set:
     benchmark:
         bench_path("sample_training_set", "{dataset}/{percent}")
     params:
-        script=f"{SCRIPTS}/sample_training_set.py",
+        script=lambda wc, threads: f"{SCRIPTS}/sample_training_set.py",
         code=plan.code_version("sample_training_set.py"),
         fraction=lambda wc: fraction_of(wc.percent),
         seed=plan.attribution().get("sweep", {}).get("seed", config["seed"]),
@@ -42,7 +42,7 @@ rule collect_pair_matrix:
     benchmark:
         bench_path("collect_pair_matrix", "pair_matrix")
     params:
-        script=f"{SCRIPTS}/collect_pair_matrix.py",
+        script=lambda wc, threads: f"{SCRIPTS}/collect_pair_matrix.py",
         code=plan.code_version("collect_pair_matrix.py"),
         cells=lambda wc: [
             a for q, p, t in plan.attribution_cells()
@@ -73,7 +73,7 @@ rule make_attribution_table2:
     benchmark:
         bench_path("make_attribution_table2", "table2")
     params:
-        script=ATTRIBUTION_REPORT,
+        script=lambda wc, threads: ATTRIBUTION_REPORT,
         code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
         table="table2",
@@ -104,7 +104,7 @@ rule plot_marginalization:
     benchmark:
         bench_path("plot_marginalization", "{family}")
     params:
-        script=ATTRIBUTION_REPORT,
+        script=lambda wc, threads: ATTRIBUTION_REPORT,
         code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
     threads: 1
@@ -130,7 +130,7 @@ rule plot_data_efficiency:
     benchmark:
         bench_path("plot_data_efficiency", "figure3")
     params:
-        script=ATTRIBUTION_REPORT,
+        script=lambda wc, threads: ATTRIBUTION_REPORT,
         code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
     threads: 1
@@ -153,7 +153,7 @@ use rule make_attribution_table2 as make_attribution_table4 with:
     benchmark:
         bench_path("make_attribution_table4", "table4")
     params:
-        script=ATTRIBUTION_REPORT,
+        script=lambda wc, threads: ATTRIBUTION_REPORT,
         code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
         table="table4",
@@ -173,7 +173,7 @@ rule compare_families:
     benchmark:
         bench_path("compare_families", "compare")
     params:
-        script=ATTRIBUTION_REPORT,
+        script=lambda wc, threads: ATTRIBUTION_REPORT,
         code=plan.code_version("attribution_report.py"),
         spec=plan.attribution_spec_arg,
     threads: 1
@@ -199,7 +199,7 @@ rule make_attribution_table1:
     benchmark:
         bench_path("make_attribution_table1", "table1")
     params:
-        script=f"{SCRIPTS}/make_attribution_table1.py",
+        script=lambda wc, threads: f"{SCRIPTS}/make_attribution_table1.py",
         code=plan.code_version("make_attribution_table1.py"),
         datasets=lambda wc: [
             str(a) for d in plan.attribution_datasets()
@@ -230,7 +230,7 @@ rule make_coverage_table:
     benchmark:
         bench_path("make_coverage_table", "table3")
     params:
-        script=f"{SCRIPTS}/coverage_statistics.py",
+        script=lambda wc, threads: f"{SCRIPTS}/coverage_statistics.py",
         code=plan.code_version("coverage_statistics.py"),
         entries=lambda wc: [a for d, f, path in plan.attribution_stats_entries() for a in ("--entry", d, repr(f), path)],
         alpha=plan.attribution().get("statistics", {}).get("alpha", 1.3),

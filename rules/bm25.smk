@@ -12,7 +12,7 @@ rule index_bm25:
     benchmark:
         bench_path("index_bm25", "{corpus}")
     params:
-        script=f"{SCRIPTS}/index_bm25.py",
+        script=lambda wc, threads: f"{SCRIPTS}/index_bm25.py",
         code=plan.code_version("index_bm25.py"),
         heap=lambda wc, resources: f"{int(resources.mem_mb * 0.75)}m",
     threads: config["bm25"]["threads"]
@@ -37,7 +37,7 @@ rule mine_bm25_negatives:
     benchmark:
         bench_path("mine_bm25_negatives", "{dataset}")
     params:
-        script=f"{SCRIPTS}/mine_bm25_negatives.py",
+        script=lambda wc, threads: f"{SCRIPTS}/mine_bm25_negatives.py",
         code=plan.code_version("mine_bm25_negatives.py"),
         negatives=config["bm25"]["negatives"],
         depth=config["bm25"]["depth"],
@@ -69,7 +69,7 @@ rule search_bm25:
     benchmark:
         bench_path("search_bm25", "{corpus}/{dataset}")
     params:
-        script=f"{SCRIPTS}/search_bm25.py",
+        script=lambda wc, threads: f"{SCRIPTS}/search_bm25.py",
         code=plan.code_version("search_bm25.py"),
         k=config["bm25"]["k"],
         k1=config["bm25"]["k1"],

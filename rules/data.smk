@@ -14,7 +14,7 @@ rule generate_corpus:
     benchmark:
         bench_path("generate_corpus", "{corpus}")
     params:
-        script=f"{SCRIPTS}/generate_demo_data.py",
+        script=lambda wc, threads: f"{SCRIPTS}/generate_demo_data.py",
         code=plan.code_version("generate_demo_data.py"),
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
         size=lambda wc: [a for n in [config["corpora"][wc.corpus]["generate"].get("passages")] if n
@@ -43,7 +43,7 @@ rule generate_dataset:
     benchmark:
         bench_path("generate_dataset", "{corpus}/{dataset}")
     params:
-        script=f"{SCRIPTS}/generate_demo_data.py",
+        script=lambda wc, threads: f"{SCRIPTS}/generate_demo_data.py",
         code=plan.code_version("generate_demo_data.py"),
         n_entities=lambda wc: config["corpora"][wc.corpus]["generate"]["n_entities"],
         domain=lambda wc: plan.dataset_cfg(wc.dataset)["generated"],
@@ -82,8 +82,10 @@ rule prepare_squad:
     benchmark:
         bench_path("prepare_squad", "{corpus}")
     params:
-        script=f"{SCRIPTS}/prepare_squad.py",
+        script=lambda wc, threads: f"{SCRIPTS}/prepare_squad.py",
         code=plan.code_version("prepare_squad.py"),
+        source=lambda wc: config["corpora"][wc.corpus]["squad"]["source"],
+        found=lambda wc, threads: plan.squad_source(wc.corpus),  # not recorded: where the source is
         args=lambda wc: plan.squad_args(wc.corpus),
         download_dir=f"{plan.results}/downloads/squad",
         lock=plan.downloads["lock"],
@@ -94,7 +96,8 @@ rule prepare_squad:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script:q} {params.args:q} --download-dir {params.download_dir:q} --lock {params.lock:q}"
+        "python {params.script:q} --source {params.found:q} {params.args:q} --download-dir {params.download_dir:q}"
+        " --lock {params.lock:q}"
         " --corpus-out {output.corpus:q} --train-out {output.train:q} --dev-out {output.dev:q}"
         " --test-out {output.test:q} 2> {log:q}"
 
@@ -116,8 +119,10 @@ rule prepare_squad_dataset:
     benchmark:
         bench_path("prepare_squad_dataset", "{corpus}/{dataset}")
     params:
-        script=f"{SCRIPTS}/prepare_squad.py",
+        script=lambda wc, threads: f"{SCRIPTS}/prepare_squad.py",
         code=plan.code_version("prepare_squad.py"),
+        source=lambda wc: config["corpora"][wc.corpus]["squad"]["source"],
+        found=lambda wc, threads: plan.squad_source(wc.corpus),  # not recorded: where the source is
         args=lambda wc: plan.squad_args(wc.corpus),
         articles=lambda wc: plan.dataset_cfg(wc.dataset)["squad"]["articles"],
         download_dir=f"{plan.results}/downloads/squad",
@@ -128,7 +133,8 @@ rule prepare_squad_dataset:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "python {params.script:q} {params.args:q} --articles {params.articles:q} --download-dir {params.download_dir:q}"
+        "python {params.script:q} --source {params.found:q} {params.args:q} --articles {params.articles:q}"
+        " --download-dir {params.download_dir:q}"
         " --train-out {output.train:q} --dev-out {output.dev:q} --test-out {output.test:q} 2> {log:q}"
 
 
@@ -147,7 +153,7 @@ rule subset_corpus:
     benchmark:
         bench_path("subset_corpus", "{corpus}")
     params:
-        script=f"{SCRIPTS}/subset_corpus.py",
+        script=lambda wc, threads: f"{SCRIPTS}/subset_corpus.py",
         code=plan.code_version("subset_corpus.py"),
         how=lambda wc: plan.subset_args(wc.corpus),
     threads: 1
@@ -173,7 +179,7 @@ rule make_dev_questions:
     benchmark:
         bench_path("make_dev_questions", "{corpus}/{dataset}")
     params:
-        script=f"{SCRIPTS}/make_dev_questions.py",
+        script=lambda wc, threads: f"{SCRIPTS}/make_dev_questions.py",
         code=plan.code_version("make_dev_questions.py"),
     threads: 1
     resources:
@@ -201,7 +207,7 @@ rule prepare_beir:
     benchmark:
         bench_path("prepare_beir", "{corpus}")
     params:
-        script=f"{SCRIPTS}/prepare_beir.py",
+        script=lambda wc, threads: f"{SCRIPTS}/prepare_beir.py",
         code=plan.code_version("prepare_beir.py"),
         folder=lambda wc: plan.beir_folder(wc.corpus),
     threads: 1
@@ -232,7 +238,7 @@ rule prepare_beir_dataset:
     benchmark:
         bench_path("prepare_beir_dataset", "{corpus}/{dataset}")
     params:
-        script=f"{SCRIPTS}/prepare_beir.py",
+        script=lambda wc, threads: f"{SCRIPTS}/prepare_beir.py",
         code=plan.code_version("prepare_beir.py"),
         folder=lambda wc: plan.beir_folder(wc.corpus),
         split=lambda wc: plan.dataset_cfg(wc.dataset)["beir"]["split"],

@@ -15,7 +15,7 @@ rule download_resource:
     benchmark:
         bench_path("download_resource", "{file}")
     params:
-        script=f"{SCRIPTS}/download_resource.py",
+        script=lambda wc, threads: f"{SCRIPTS}/download_resource.py",
         code=plan.code_version("download_resource.py"),
         url=plan.download_url,
         lock=plan.downloads["lock"],

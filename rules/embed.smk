@@ -18,7 +18,7 @@ rule embed_shard:
     benchmark:
         bench_path("embed_shard", "{corpus}/{pmodel}/{shard}")
     params:
-        script=f"{SCRIPTS}/embed_shard.py",
+        script=lambda wc, threads: f"{SCRIPTS}/embed_shard.py",
         code=plan.code_version("embed_shard.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         shards=lambda wc: len(plan.shards(wc.corpus)),
@@ -56,7 +56,7 @@ rule embed_questions:
     benchmark:
         bench_path("embed_questions", "{qmodel}")
     params:
-        script=f"{SCRIPTS}/embed_questions.py",
+        script=lambda wc, threads: f"{SCRIPTS}/embed_questions.py",
         code=plan.code_version("embed_questions.py"),
         sets=plan.embed_questions_args,
         precision=config["embed"]["precision"],

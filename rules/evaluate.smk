@@ -13,7 +13,7 @@ rule passage_store:
     benchmark:
         bench_path("passage_store", "{corpus}")
     params:
-        script=f"{SCRIPTS}/build_passage_store.py",
+        script=lambda wc, threads: f"{SCRIPTS}/build_passage_store.py",
         code=plan.code_version("build_passage_store.py"),
         store=lambda wc, output: str(Path(output.ids).parent),
     threads: 1
@@ -48,7 +48,7 @@ rule evaluate_topk:
     benchmark:
         bench_path("evaluate_topk", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
-        script=f"{SCRIPTS}/evaluate_topk.py",
+        script=lambda wc, threads: f"{SCRIPTS}/evaluate_topk.py",
         code=plan.code_version("evaluate_topk.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
@@ -84,7 +84,7 @@ rule pool_qrels:
     benchmark:
         bench_path("pool_qrels", "{table}/{corpus}/{dataset}")
     params:
-        script=f"{SCRIPTS}/pool_qrels.py",
+        script=lambda wc, threads: f"{SCRIPTS}/pool_qrels.py",
         code=plan.code_version("pool_qrels.py"),
         depth=judged_depth(config["evaluate"]["ks"]),
     threads: 1
@@ -115,7 +115,7 @@ rule original_id_run:
     benchmark:
         bench_path("original_id_run", "{corpus}/{retriever}/{dataset}")
     params:
-        script=f"{SCRIPTS}/prepare_beir.py",
+        script=lambda wc, threads: f"{SCRIPTS}/prepare_beir.py",
         code=plan.code_version("prepare_beir.py"),
     threads: 1
     resources:

@@ -16,7 +16,7 @@ rule mine_dense_negatives:
     benchmark:
         bench_path("mine_dense_negatives", "{model}/{dataset}")
     params:
-        script=f"{SCRIPTS}/mine_dense_negatives.py",
+        script=lambda wc, threads: f"{SCRIPTS}/mine_dense_negatives.py",
         code=plan.code_version("mine_dense_negatives.py"),
         shards=plan.mine_shard_args,
         negatives=config["mining"]["negatives"],

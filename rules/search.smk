@@ -22,7 +22,7 @@ rule index_shard:
     benchmark:
         bench_path("index_shard", "{corpus}/{pmodel}/{shard}")
     params:
-        script=f"{SCRIPTS}/index_shard.py",
+        script=lambda wc, threads: f"{SCRIPTS}/index_shard.py",
         code=plan.code_version("index_shard.py"),
         factory=config["index"]["factory"],
         train_size=config["index"]["train_size"],
@@ -50,7 +50,7 @@ rule search_shard:
     benchmark:
         bench_path("search_shard", "{corpus}/{pmodel}/{shard}")
     params:
-        script=f"{SCRIPTS}/search_shard.py",
+        script=lambda wc, threads: f"{SCRIPTS}/search_shard.py",
         code=plan.code_version("search_shard.py"),
         searches=plan.search_args,
         k=config["search"]["k"],
@@ -85,7 +85,7 @@ rule merge_runs:
     benchmark:
         bench_path("merge_runs", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
-        script=f"{SCRIPTS}/merge_runs.py",
+        script=lambda wc, threads: f"{SCRIPTS}/merge_runs.py",
         code=plan.code_version("merge_runs.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         hits=plan.merge_hit_files,
@@ -124,7 +124,7 @@ rule choose_temperature:
     benchmark:
         bench_path("choose_temperature", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
-        script=f"{SCRIPTS}/choose_temperature.py",
+        script=lambda wc, threads: f"{SCRIPTS}/choose_temperature.py",
         code=plan.code_version("choose_temperature.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         hits=plan.temperature_hit_files,
@@ -160,7 +160,7 @@ rule choose_fusion_weight:
     benchmark:
         bench_path("choose_fusion_weight", "{corpus}/{qmodel}/{pmodel}/{dataset}")
     params:
-        script=f"{SCRIPTS}/choose_fusion_weight.py",
+        script=lambda wc, threads: f"{SCRIPTS}/choose_fusion_weight.py",
         code=plan.code_version("choose_fusion_weight.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         ks=",".join(str(k) for k in config["evaluate"]["ks"]),
@@ -192,7 +192,7 @@ rule fuse_runs:
     benchmark:
         bench_path("fuse_runs", "{corpus}/{fusion}/{qmodel}/{pmodel}/{dataset}")
     params:
-        script=f"{SCRIPTS}/fuse_runs.py",
+        script=lambda wc, threads: f"{SCRIPTS}/fuse_runs.py",
         code=plan.code_version("fuse_runs.py"),
         store=lambda wc, input: str(Path(input.store_ids).parent),
         weight=lambda wc, input: ["--weight-file", input.weight] if wc.fusion == "linear" else [],
@@ -232,7 +232,7 @@ rule export_pyserini:
     benchmark:
         bench_path("export_pyserini", "{corpus}/{pmodel}")
     params:
-        script=f"{SCRIPTS}/export_pyserini.py",
+        script=lambda wc, threads: f"{SCRIPTS}/export_pyserini.py",
         code=plan.code_version("export_pyserini.py"),
         shard_args=plan.export_pyserini_args,
         search_params=plan.search_params_args,

@@ -12,7 +12,7 @@ rule split_sentences:
     benchmark:
         bench_path("split_sentences", "{corpus}")
     params:
-        script=f"{SCRIPTS}/split_sentences.py",
+        script=lambda wc, threads: f"{SCRIPTS}/split_sentences.py",
         code=plan.code_version("split_sentences.py"),
         splitter=plan.config["dcsr"]["splitter"],
     threads: 1

@@ -15,7 +15,7 @@ rule make_table:
     benchmark:
         bench_path("make_table", "{table}")
     params:
-        script=f"{SCRIPTS}/make_table.py",
+        script=lambda wc, threads: f"{SCRIPTS}/make_table.py",
         code=plan.code_version("make_table.py"),
         spec=lambda wc: (json_arg(
             {
@@ -49,7 +49,7 @@ rule make_table1:
     benchmark:
         bench_path("make_table1", "table1")
     params:
-        script=f"{SCRIPTS}/make_table1.py",
+        script=lambda wc, threads: f"{SCRIPTS}/make_table1.py",
         code=plan.code_version("make_table1.py"),
         spec=lambda wc: (json_arg(
             {
@@ -83,7 +83,7 @@ rule make_appendix_b:
     benchmark:
         bench_path("make_appendix_b", "appendix_b")
     params:
-        script=f"{SCRIPTS}/make_appendix_b.py",
+        script=lambda wc, threads: f"{SCRIPTS}/make_appendix_b.py",
         code=plan.code_version("make_appendix_b.py"),
         spec=lambda wc: (json_arg(
             {
@@ -119,7 +119,7 @@ rule plot_validation:
     benchmark:
         bench_path("plot_validation", "{dataset}")
     params:
-        script=f"{SCRIPTS}/plot_validation.py",
+        script=lambda wc, threads: f"{SCRIPTS}/plot_validation.py",
         code=plan.code_version("plot_validation.py"),
         spec=lambda wc: (json_arg(
             {"curves": [{"label": m, "model": MODEL_DIR.format(model=m)} for m in plan.models_trained_on(wc.dataset)]}
@@ -150,7 +150,7 @@ rule claims_ledger:
     benchmark:
         bench_path("claims_ledger", "claims")
     params:
-        script=f"{SCRIPTS}/make_claims.py",
+        script=lambda wc, threads: f"{SCRIPTS}/make_claims.py",
         code=plan.code_version("make_claims.py"),
         spec=lambda wc: (json_arg({"claims": plan.claims_spec(), "seed": config["seed"], "notes": plan.claims_notes()})),
     threads: 1

@@ -18,7 +18,7 @@ rule export_encoder:
     benchmark:
         bench_path("export_encoder", "{model}")
     params:
-        script=f"{SCRIPTS}/export_encoder.py",
+        script=lambda wc, threads: f"{SCRIPTS}/export_encoder.py",
         code=plan.code_version("export_encoder.py"),
         init=lambda wc: init_param(config, wc.model),
         settings=lambda wc: plan.train_settings_arg(wc.model),
@@ -51,7 +51,7 @@ rule merge_training_sets:
     benchmark:
         bench_path("merge_training_sets", "{model}")
     params:
-        script=f"{SCRIPTS}/merge_training_sets.py",
+        script=lambda wc, threads: f"{SCRIPTS}/merge_training_sets.py",
         code=plan.code_version("merge_training_sets.py"),
     threads: 1
     resources:
@@ -76,7 +76,7 @@ rule train_biencoder:
     benchmark:
         bench_path("train_biencoder", "{model}")
     params:
-        script=f"{SCRIPTS}/train_biencoder.py",
+        script=lambda wc, threads: f"{SCRIPTS}/train_biencoder.py",
         code=plan.code_version("train_biencoder.py"),
         init=lambda wc: init_param(config, wc.model),
         settings=lambda wc: plan.train_settings_arg(wc.model, "model"),
@@ -124,7 +124,7 @@ rule export_model:
     benchmark:
         bench_path("export_model", "{model}")
     params:
-        script=f"{SCRIPTS}/export_model.py",
+        script=lambda wc, threads: f"{SCRIPTS}/export_model.py",
         code=plan.code_version("export_model.py"),
     threads: 1
     resources:

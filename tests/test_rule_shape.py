@@ -135,7 +135,7 @@ def test_the_slurm_profile_sends_exactly_the_rules_that_ask_for_gpus_to_its_gpu_
 # settings that change nothing of the model (run_settings: dcsr.settings.run_only_keys), never a
 # setting that changes a number.
 UNRECORDED_OK = {"store", "sentences", "sets", "shards", "searches", "hits", "weight", "shard_args", "heap",
-                 "run_settings"}
+                 "run_settings", "script", "found"}
 
 
 def unrecorded_params() -> list[tuple[str, str, str]]:
@@ -176,3 +176,6 @@ def test_no_setting_rides_in_a_param_snakemake_does_not_record():
     assert {name for _, _, name in found} <= UNRECORDED_OK, [f for f in found if f[2] not in UNRECORDED_OK]
     assert ("search.smk", "merge_runs", "store") in found and ("bm25.smk", "search_bm25", "heap") in found
     assert not [f for f in found if f[2] in ("hasans", "depth")]
+    # the script's path (its content is the code param) and a SQuAD source's, as found: a checkout
+    # moved or cloned elsewhere plans no job again
+    assert {("train.smk", "train_biencoder", "script"), ("data.smk", "prepare_squad", "found")} <= set(found)

@@ -239,9 +239,12 @@ class ConfigView:
         return {} if "://" in source else {"source": source}
 
     def squad_args(self, corpus):
-        """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's defaults)."""
+        """prepare_squad.py's options from a corpus's `squad` block (unset ones: the script's
+        defaults), but ``--source``: the rules pass the source as the config writes it in a recorded
+        param, and as found (:meth:`squad_source`: from the repository under --directory) in one
+        Snakemake does not record, so that a checkout moved elsewhere rebuilds nothing."""
         sq = self.config["corpora"][corpus]["squad"]
-        args = ["--source", self.squad_source(corpus), "--seed", self.config["seed"]]
+        args = ["--seed", self.config["seed"]]
         if sq.get("sha256"):
             args += ["--sha256", sq["sha256"]]
         if "passage_words" in sq:
