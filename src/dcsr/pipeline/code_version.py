@@ -15,8 +15,8 @@ dcsr.retrieval.embed would re-embed the corpus and redo everything after it), wh
 change to what runs, a constant included, plans its jobs again.
 
 A job's numbers also follow the libraries it runs: :data:`NUMBER_PACKAGES` says, script by
-script, which of torch, transformers, tokenizers, faiss, openvino, onnxruntime and pyserini
-compute what it writes, and the version of each (as the Python that runs Snakemake has it
+script, which of torch, transformers, tokenizers, faiss, openvino, onnxruntime, pyserini, regex
+(answer matching), ir_measures, scipy, statsmodels and blingfire compute what it writes, and the version of each (as the Python that runs Snakemake has it
 installed) is part of the version, as is that of each ``pkg:`` model package the config's
 models start from, for the scripts that read it (:data:`PKG`). Under ``--use-conda`` a job
 runs in the env of its rule (``envs/*.yaml``, versions pinned there), which Snakemake's own
@@ -120,13 +120,14 @@ def reached_files(script: Path, src: Path, skip_optional: bool = True) -> dict[P
 PKG = "pkg:"
 
 _ENCODE = ("torch", "transformers", "tokenizers")
+_MATCH = "regex"  # DPR's answer matching: the tokenizer's classes (dcsr.data.answers)
 #: The packages whose versions change what a script writes (import names; ``pkg:``: :data:`PKG`).
 #: Chosen script by script from what its job runs, not from every module it reaches: a BM25
 #: search reaches dcsr.models through dcsr.retrieval.mining, but no tensor of it goes through torch.
 NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
     # the untrained export and training read the init checkpoint (a pkg: model's weights)
     "export_encoder.py": (*_ENCODE, PKG),
-    "train_biencoder.py": (*_ENCODE, PKG),
+    "train_biencoder.py": (*_ENCODE, PKG, _MATCH),  # a DCSR positive: a sentence with an answer
     "export_model.py": _ENCODE,
     # Pyserini's index (faiss writes it) and a DPR model's question encoder
     "export_pyserini.py": (*_ENCODE, "faiss"),
@@ -136,11 +137,25 @@ NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
     "index_shard.py": ("faiss",),
     # faiss, or exact search in torch (index.gpu: torch)
     "search_shard.py": ("faiss", "torch"),
-    "mine_dense_negatives.py": (*_ENCODE, "openvino", "onnxruntime", "faiss"),
+    "mine_dense_negatives.py": (*_ENCODE, "openvino", "onnxruntime", "faiss", _MATCH),
     # BM25: Lucene, in the Anserini jar pyserini ships
     "index_bm25.py": ("pyserini",),
     "search_bm25.py": ("pyserini",),
-    "mine_bm25_negatives.py": ("pyserini",),
+    "mine_bm25_negatives.py": ("pyserini", _MATCH),
+    # scoring: DPR's answer matching (its tokenizer's Unicode classes are the regex module's) and
+    # the standard measures (ir_measures)
+    "merge_runs.py": (_MATCH, "ir_measures"),
+    "evaluate_topk.py": (_MATCH, "ir_measures"),
+    "fuse_runs.py": (_MATCH, "ir_measures"),
+    "choose_temperature.py": (_MATCH, "ir_measures"),
+    "choose_fusion_weight.py": (_MATCH, "ir_measures"),
+    "pool_qrels.py": (_MATCH,),
+    "prepare_squad.py": (_MATCH,),
+    # the tables' pooled measures and Wilson intervals; the ledger's tests and Holm's adjustment
+    "make_table.py": ("ir_measures", "scipy"),
+    "make_claims.py": ("scipy", "statsmodels"),
+    # the corpus's sentence table under the default splitter
+    "split_sentences.py": ("blingfire",),
 }
 
 
