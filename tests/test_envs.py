@@ -166,7 +166,8 @@ def rule_runs(repo: Path = REPO) -> dict[str, dict]:
             section = k.group(1)
         elif name and section == "conda" and (c := re.search(r'"\.\./envs/([\w.-]+)"', line)):
             rules[name]["env"] = c.group(1)
-        elif name and section == "params" and (s := re.match(r'\s+script=(?:f"\{SCRIPTS\}/([\w.]+)"|(\w+)),', line)):
+        elif name and section == "params" and (s := re.match(
+                r'\s+script=lambda wc, threads: (?:f"\{SCRIPTS\}/([\w.]+)"|(\w+)),', line)):
             rules[name]["script"] = s.group(1) or consts[s.group(2)]
         elif name and section == "shell" and line.strip() == GPU_START:
             rules[name]["gpus"] = True

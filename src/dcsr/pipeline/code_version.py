@@ -151,6 +151,8 @@ NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
     "choose_fusion_weight.py": (_MATCH, "ir_measures"),
     "pool_qrels.py": (_MATCH,),
     "prepare_squad.py": (_MATCH,),
+    "make_appendix_b.py": (_MATCH,),  # answers counted per passage
+    "generate_demo_data.py": (_MATCH,),  # passages and sentences picked by their answers
     # the tables' pooled measures and Wilson intervals; the ledger's tests and Holm's adjustment
     "make_table.py": ("ir_measures", "scipy"),
     "make_claims.py": ("scipy", "statsmodels"),

@@ -212,12 +212,16 @@ class ConfigView:
         """The files of a model's local checkpoint folder(s) (``init``), as inputs of the job that
         starts from them (train_biencoder, export_encoder): an edited checkpoint makes the model
         again, where its path alone, a param, did not. A hub id or a ``pkg:`` checkpoint has none
-        here (the package's version is in the job's code param)."""
+        here (the package's version is in the job's code param), nor a folder inside ``results:``
+        (another job's output, which that job's own rule makes)."""
         init = model_init(self.config, wc.model)
+        results = Path(self.results).expanduser().resolve()
         files = []
         for checkpoint in ([init] if isinstance(init, str) else list(init.values())):
-            folder = Path(checkpoint)
-            if not checkpoint.startswith("pkg:") and folder.is_dir():
+            folder = Path(checkpoint).expanduser()
+            if checkpoint.startswith("pkg:") or checkpoint == "tiny" or checkpoint.startswith("tiny:"):
+                continue  # a package's weights (its version is in the code param), or built in-process
+            if folder.is_dir() and not folder.resolve().is_relative_to(results):  # results/: another job's output
                 files += sorted(str(f) for f in folder.rglob("*")
                                 if f.is_file() and not any(part.startswith(".") for part in f.relative_to(folder).parts))
         return {"init": files} if files else {}
