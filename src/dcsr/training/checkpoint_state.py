@@ -108,7 +108,7 @@ BEST = "best"
 def fingerprint(s: Mapping[str, Any], method: str, train_json: Path, dev_json: Path, init: str,
                 inputs: Mapping[str, str], world: int, compute: str | None = None, code: str | None = None) -> dict:
     """Everything that determines the model a run becomes: the method, every setting but
-    :data:`~dcsr.settings.NOT_IN_FINGERPRINT` (the batch as the global batch, which is what
+    :func:`~dcsr.settings.run_only_keys` (the batch as the global batch, which is what
     the loss sees), the content of the training and dev sets and of ``inputs`` (DCSR's
     sentence table), the initial checkpoint, and ``compute``, the precision that ``amp`` resolved
     to on this machine (``auto`` is bf16 on a CPU with AMX or AVX-512 BF16, fp32 on one without),
