@@ -484,3 +484,22 @@ def test_collections_beir_loads_load_here_as_beir_reads_them(tmp_path, caplog):
     metrics = evaluate_qrels_run(out / "run.trec", out / "t.queries.tsv", out / "t.qrels", out / "t.query-ids.tsv",
                                  out / "doc-ids.tsv", out / "m.json")
     assert metrics["R@100 (qrels)"] == pytest.approx(75.0)  # q1 finds 1 of its 2 relevant documents, q2 its 1
+
+
+def test_the_demo_s_conversion_command_converts_its_test_set(tmp_path):
+    """tests/test_demo.py converts each SQuAD test set of the real-text default with the options
+    prepare_squad_dataset had (dcsr.pipeline.squad_beir.conversion_command): the source as found,
+    which the rule passes apart from its recorded options, then the seed, split and articles."""
+    import subprocess
+
+    from dcsr.pipeline.plan import Plan
+    from dcsr.pipeline.squad_beir import conversion_command
+    from test_plan import load
+
+    plan = Plan(load("config.yaml"), basedir=REPO)
+    command = conversion_command(plan, "squad-a", tmp_path / "squad-a")
+    assert command[2:4] == ["--source", plan.squad_source("squad")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "squad-a" / "queries.jsonl").read_text().splitlines()) == 965

@@ -103,7 +103,8 @@ def conversion_command(plan: Plan, dataset: str, folder: str | os.PathLike) -> l
     """squad_to_beir.py with prepare_squad_dataset's arguments for ``dataset``: the same source,
     seed, passage length, split and articles."""
     corpus = plan.corpus_of(dataset)
-    return [sys.executable, str(Path(plan.basedir) / SCRIPT), *plan.squad_args(corpus),
+    return [sys.executable, str(Path(plan.basedir) / SCRIPT), "--source", plan.squad_source(corpus),
+            *plan.squad_args(corpus),
             "--articles", str(plan.dataset_cfg(dataset)["squad"]["articles"]),
             "--download-dir", f"{plan.results}/downloads/squad", "--output", str(folder)]
 
