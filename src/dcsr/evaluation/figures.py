@@ -87,9 +87,10 @@ def plot_validation(curves: Sequence[Curve], out_png: str | os.PathLike, title: 
     ax = fig.add_subplot()
     xs = []
     for label, history in _checked(curves):
-        xs += [epochs_trained(v) for v in history]
-        ax.plot([epochs_trained(v) for v in history], [100.0 * v["accuracy"] for v in history], marker="o",
-                markersize=3, label=curve_label(label, history))
+        x = [epochs_trained(v) for v in history]
+        xs += x
+        ax.plot(x, [100.0 * v["accuracy"] for v in history], marker="o", markersize=3,
+                label=curve_label(label, history))
     if all(x == int(x) for x in xs):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epochs trained")

@@ -105,8 +105,7 @@ class Targets(ConfigView):
                         if int(self.config["models"].get(m, {}).get("seeds", 1)) > 1)
         if not seeded:
             return []
-        claimed = {m for c in self.config.get("claims", []) for side in ("baseline", "method")
-                   for m in claim_pair(c[side])}
+        claimed = self.claim_models()
         compared = ("the claims ledger compares every seed" if all(m in claimed for m, _ in seeded) else
                     "the claims ledger compares every seed of a model a claim names, and no output reads the "
                     "other seeds of the rest")
@@ -117,9 +116,13 @@ class Targets(ConfigView):
         models = {m for _, cell in self.table_cells(table) for m in (cell.qmodel, cell.pmodel)}
         return self.plumbing_notes(models) + self.seeds_notes(models)
 
+    def claim_models(self) -> set[str]:
+        """Every model a claim of the config names, on either side (question and passage encoders)."""
+        return {m for c in self.config.get("claims", []) for side in ("baseline", "method")
+                for m in claim_pair(c[side])}
+
     def claims_notes(self):
-        return self.plumbing_notes({m for c in self.config.get("claims", []) for side in ("baseline", "method")
-                                    for m in claim_pair(c[side])})
+        return self.plumbing_notes(self.claim_models())
 
     def pool(self, table, corpus, dataset):
         """The per-question results of the runs ``table`` makes on ``dataset``'s questions over
