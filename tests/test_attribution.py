@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from dcsr.attribution.analysis import (Figure2Row, PairMatrix, count_records, figure2_rows, iter_sample, load_pair_matrix,
+from dcsr.attribution.analysis import (PairMatrix, count_records, iter_sample, load_pair_matrix,
                               marginalize_passage, marginalize_question, missing_pairs, nested_samples,
                               relative_to_tandem, sample_size, write_sample)
 from dcsr.errors import InputError
@@ -72,21 +72,6 @@ def test_relative_to_tandem_puts_the_in_domain_dpr_at_100(matrix):
     assert relative_to_tandem(matrix, 80.0, "a", "a", "A", "top20") == 100.0
 
 
-def test_figure2_rows(matrix):
-    rows = figure2_rows(matrix, {"A": ("a", "a"), "B": ("b", "b")}, "top20", q_prior=ENCODERS, p_prior=ENCODERS)
-    assert [r.dataset for r in rows] == ["A", "B"]
-    a, b = rows
-    assert a == Figure2Row("A", pytest.approx(60.0), pytest.approx(55.0), 80.0, pytest.approx(75.0),
-                           pytest.approx(68.75))
-    assert b == Figure2Row("B", pytest.approx(50.0), pytest.approx(200 / 3), 60.0, pytest.approx(250 / 3),
-                           pytest.approx(1000 / 9))
-    # by default the prior is the in-domain encoders, here a and b only
-    a2, b2 = figure2_rows(matrix, {"A": ("a", "a"), "B": ("b", "b")})
-    assert (a2.question_marginal, a2.passage_marginal) == (pytest.approx(70.0), pytest.approx(65.0))
-    assert (a2.question_relative, a2.passage_relative) == (pytest.approx(87.5), pytest.approx(81.25))
-    assert (b2.question_marginal, b2.passage_marginal) == (pytest.approx(40.0), pytest.approx(55.0))
-
-
 def test_a_missing_cell_is_listed_and_stops_the_marginal(tmp_path):
     matrix = load_pair_matrix(write_metrics(tmp_path, skip={("a", "c", "A"), ("c", "b", "B")}))
     assert missing_pairs(matrix, ENCODERS, ENCODERS, ("A", "B")) == [("a", "c", "A"), ("c", "b", "B")]
@@ -95,8 +80,6 @@ def test_a_missing_cell_is_listed_and_stops_the_marginal(tmp_path):
     assert marginalize_question(matrix, "a", "A", "top20", ["a", "b"]) == pytest.approx(70.0)
     with pytest.raises(InputError, match="question encoder 'c' x passage encoder 'b' on test set 'B'"):
         marginalize_passage(matrix, "b", "B", "top20", ENCODERS)
-    with pytest.raises(InputError, match="1 of 3 pairs have no metrics"):
-        figure2_rows(matrix, {"A": ("a", "a")}, q_prior=ENCODERS, p_prior=ENCODERS)
 
 
 def test_missing_metric_names_the_file(matrix):

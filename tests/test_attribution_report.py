@@ -103,6 +103,16 @@ def test_figure2_rows_follow_eq7(matrix_csv, spec):
     assert (b["question_marginal"], b["passage_marginal"]) == (50.0, 65.0)
 
 
+def test_a_zero_tandem_stops_figure2_instead_of_dropping_its_bar(spec):
+    from dcsr.attribution.analysis import PairMatrix
+    m = PairMatrix()
+    for (q, p, t), v in TOP20.items():
+        top20 = 0.0 if (q, p, t) == ("b", "b", "B") else float(v)
+        m.add(q, p, t, {"top20": top20, "top100": top20 + 10}, source=f"{q}-{p}-{t}.json")
+    with pytest.raises(InputError, match="b-b-B.json: tandem top20 is 0"):
+        marginal_rows(m, spec, "DPR")
+
+
 def test_marginalization_outputs(matrix_csv, spec, tmp_path):
     out = {k: tmp_path / f"m.{k}" for k in ("csv", "md", "png")}
     write_marginalization(read_pair_matrix(matrix_csv), spec, "DCSR", out["csv"], out["md"], out["png"],
@@ -148,7 +158,39 @@ def test_best_fraction_and_table4(matrix_csv, spec, repo, tmp_path):
     assert float(rows[("A-50%", "Average", "top20")]["ours"]) == 73.0
     assert float(rows[("A-100%", "B", "top20")]["ours"]) == 20.0  # (b, a, B)
     assert rows[("A-100%", "A", "top20")]["paper"] == "61.1"  # A is SQuAD: SQuAD-100% on SQuAD
-    assert "best fraction 50%" in (tmp_path / "t4.md").read_text()
+    # the best fraction here is 50%: not the paper's 40% row, and with no 40% in the sweep, no 40% row
+    assert {r["paper"] for k, r in rows.items() if k[0] == "A-50%"} == {""}
+    assert not any(k[0] == "A-40%" for k in rows)
+    md = (tmp_path / "t4.md").read_text()
+    assert "best fraction 50%" in md and "| A-50% (ours, best) |" in md and "| A-100% (ours) |" in md
+
+
+def test_table4_puts_the_papers_40_percent_row_beside_our_40_percent_encoder(matrix_csv, repo, tmp_path):
+    cells = [(q, p, t, tmp_path / f"{q}-{p}-{t}.json") for q, p, t in TOP20]
+    extra = {("a40", "a", "A"): 60, ("a40", "b", "A"): 40, ("a", "a40", "A"): 75, ("b", "a40", "A"): 45,
+             ("b", "a40", "B"): 50}
+    for (q, p, t), v in extra.items():
+        path = tmp_path / f"{q}-{p}-{t}.json"
+        path.write_text(json.dumps({"questions": 10, "match": "string", "top1": v / 2, "top20": v, "top100": v + 10}))
+        cells.append((q, p, t, path))
+    write_pair_matrix(cells, tmp_path / "m.csv")
+    m = read_pair_matrix(tmp_path / "m.csv")
+    spec = AttributionSpec.from_dict({**SPEC, "sweeps": [{"dataset": "A",
+                                                          "models": [[0.4, "a40"], [0.5, "a50"], [1.0, "a"]]}]})
+    assert best_fraction(m, spec, spec.sweeps[0]) == (0.5, "a50")
+    write_best_fraction_table(m, spec, repo / "config" / "paper_numbers.yaml", tmp_path / "t4.csv", tmp_path / "t4.md")
+    rows = {(r["row"], r["test_set"], r["metric"]): r for r in csv.DictReader(open(tmp_path / "t4.csv"))}
+    assert sorted({k[0] for k in rows}) == ["A-100%", "A-40%", "A-50%"]
+    assert rows[("A-40%", "A", "top20")]["ours"] == "75.0" and rows[("A-40%", "A", "top20")]["paper"] == "62.3"
+    assert rows[("A-50%", "A", "top20")]["paper"] == ""
+    md = (tmp_path / "t4.md").read_text()
+    assert md.index("| A-50% (ours, best) |") < md.index("| A-40% (ours) |")
+    # when 40% is the best, one row, beside the paper's
+    spec = AttributionSpec.from_dict({**SPEC, "sweeps": [{"dataset": "A", "models": [[0.4, "a50"], [1.0, "a"]]}]})
+    write_best_fraction_table(m, spec, repo / "config" / "paper_numbers.yaml", tmp_path / "t4.csv", tmp_path / "t4.md")
+    rows = {(r["row"], r["test_set"], r["metric"]): r for r in csv.DictReader(open(tmp_path / "t4.csv"))}
+    assert sorted({k[0] for k in rows}) == ["A-100%", "A-40%"] and rows[("A-40%", "A", "top20")]["ours"] == "84.0"
+    assert rows[("A-40%", "A", "top20")]["paper"] == "62.3"
 
 
 def test_family_comparison_says_which_side_gains(matrix_csv, spec, tmp_path):
@@ -200,6 +242,10 @@ def test_coverage_table_and_figure(repo, tmp_path):
 def test_percent_labels():
     assert [percent_label(f) for f in (0.1, 0.25, 0.55, 0.125, 1.0)] == ["10", "25", "55", "12.5", "100"]
     assert [fraction_of(p) for p in ("10", "55", "12.5", "100")] == [0.1, 0.55, 0.125, 1.0]
+    # every digit is kept: no two fractions share a name, and the name gives the fraction back
+    assert percent_label(0.1000001) == "10.00001" != percent_label(0.1)
+    for f in (0.1000001, 1 / 3, 1e-7, 0.4, 0.85):
+        assert fraction_of(percent_label(f)) == f
     assert sweep_model_name("dpr-nq", 0.4) == "dpr-nq-40pct"
     for bad in (0, 1.5, True):
         with pytest.raises(InputError, match=rf"^fraction: must be in \(0, 1\], got {bad}$"):

@@ -168,38 +168,6 @@ def relative_to_tandem(matrix: PairMatrix, marginal: float, q: str, p: str, test
     return 100.0 * marginal / tandem
 
 
-@dataclass(frozen=True)
-class Figure2Row:
-    """One dataset of Figure 2: both encoders' marginals and the tandem score (all in the
-    metric's unit, e.g. percent), and the marginals relative to the tandem (percent, tandem = 100)."""
-
-    dataset: str
-    question_marginal: float
-    passage_marginal: float
-    tandem: float
-    question_relative: float
-    passage_relative: float
-
-
-def figure2_rows(matrix: PairMatrix, in_domain: Mapping[str, tuple[str, str]], metric: str = "top20",
-                 q_prior: Sequence[str] | None = None, p_prior: Sequence[str] | None = None) -> list[Figure2Row]:
-    """Figure 2 for every dataset of ``in_domain`` (``{test set: (Q_T, D_T)}``, its in-domain DPR).
-
-    The priors default to the in-domain encoders of all the datasets, as in the paper: ``Q_T``
-    is averaged over the K passage encoders ``D_1..D_K`` and ``D_T`` over ``Q_1..Q_K``.
-    """
-    q_prior = list(q_prior) if q_prior is not None else [q for q, _ in in_domain.values()]
-    p_prior = list(p_prior) if p_prior is not None else [p for _, p in in_domain.values()]
-    rows = []
-    for test_set, (q, p) in in_domain.items():
-        qm = marginalize_question(matrix, q, test_set, metric, p_prior)
-        pm = marginalize_passage(matrix, p, test_set, metric, q_prior)
-        rows.append(Figure2Row(test_set, qm, pm, matrix.score(q, p, test_set, metric),
-                               relative_to_tandem(matrix, qm, q, p, test_set, metric),
-                               relative_to_tandem(matrix, pm, q, p, test_set, metric)))
-    return rows
-
-
 # --------------------------------------------------------------------------- data-efficiency samples
 
 
@@ -267,10 +235,12 @@ def write_sample(train_json: str | os.PathLike, out_json: str | os.PathLike, ind
 
 def percent_label(fraction: float) -> str:
     """``0.1 -> "10"``, ``0.125 -> "12.5"``: a fraction as the percent used in file and model names
-    (computed in decimal, so ``0.55`` gives ``"55"``, not ``"55.00000000000001"``)."""
+    (computed in decimal, so ``0.55`` gives ``"55"``, not ``"55.00000000000001"``). Every digit of
+    the fraction is kept, so two fractions never share a name and :func:`fraction_of` gives the
+    fraction back exactly (``0.1000001 -> "10.00001"``)."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise InputError("fraction", f"must be in (0, 1], got {fraction!r}")
-    return f"{float(Decimal(repr(float(fraction))) * 100):g}"
+    return format((Decimal(repr(float(fraction))) * 100).normalize(), "f")
 
 
 def fraction_of(percent: str) -> float:
