@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from dcsr.data.sentences import spans_fit, split_sentences
 from dcsr.training.sentence_samples import SentenceSampleBuilder
 from dcsr.models.markers import encode_passage_with_markers, encode_passages_with_markers, ensure_sentence_marker, tokenize_marked_questions, tokenize_sentence_passages
 from dcsr.retrieval.hasans import hasans_scores, hasans_topk, sentences_to_retrieve
@@ -456,6 +457,23 @@ def test_sentence_table_spans_are_used(tok):
     bad = _builder(tok, "bm25_1", spans={1: [(0, 500)]})  # spans of another text: re-split, counted
     assert bad.passage_spans(REC_A["positive_ctxs"][0]) == [(0, 16), (17, 39), (40, 50)]
     assert bad.counts["resplit"] == 1
+    # spans inside the text but of another text (the training file's copy of the passage is longer,
+    # or the same length with other words): they would cut words, so the passage is split again
+    longer = {**REC_A["positive_ctxs"][0], "text": "``" + text}
+    for other in (longer, {**longer, "text": text[5:] + "xxxxx"}):
+        stale = _builder(tok, "bm25_1", spans={1: spans[1]})
+        assert stale.passage_spans(other) == split_sentences(other["text"], stale.settings["splitter"])
+        assert stale.counts["resplit"] == 1
+
+
+def test_spans_fit_only_the_text_they_were_split_from():
+    text = "One sentence here.  Two more words! Three"
+    spans = split_sentences(text, "blingfire")
+    assert len(spans) == 3 and spans_fit(text, spans) and spans_fit("", []) and not spans_fit(text, [])
+    assert not spans_fit(" " + text, spans)  # shifted by one
+    assert not spans_fit(text + " tail", spans)  # the last sentence stops short
+    assert not spans_fit(text.replace("here.", "hereX"), [(0, 17), (20, len(text))])  # a gap that is not space
+    assert not spans_fit(text, [(0, 19)] + spans[1:])  # trailing whitespace in a span
 
 
 def test_biencoder_forward_one_vector_per_sampled_sentence(tok, tiny_bert):

@@ -26,7 +26,7 @@ import sys
 import time
 from functools import lru_cache
 from importlib import metadata
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from dcsr.errors import InputError, at
 from dcsr.data.formats import SENTENCES_HEADER, iter_passages, passage_sentences
@@ -247,6 +247,15 @@ def split_sentences(text: str, splitter: str = DEFAULT_SPLITTER) -> list[Span]:
     an empty or all-space text has none. ``splitter`` names the library (:data:`SPLITTERS`).
     """
     return _split(text, _starts_fn(splitter))
+
+
+def spans_fit(text: str, spans: Sequence[Span]) -> bool:
+    """Whether ``spans`` (a sentence table's, split from some text) are sentence spans of
+    ``text`` as :func:`split_sentences` makes them: they start at ``text``'s first non-space
+    character, end at its last, carry no edge whitespace, and only whitespace lies between
+    them. Spans of another text (a passage whose text in a training file differs from the
+    corpus's) almost never pass, and are split again rather than cut words."""
+    return _spans_from_starts(text, [s for s, _ in spans]) == [tuple(sp) for sp in spans]
 
 
 def _split(text: str, starts_fn: Callable[[str], list[int]]) -> list[Span]:

@@ -177,14 +177,15 @@ class SentenceSampleBuilder(SampleBuilder):
 
     def passage_spans(self, ctx: Mapping[str, Any]) -> list[Span]:
         """Sentence spans of a context: the sentence table's, else split now."""
+        from dcsr.data.sentences import spans_fit, split_sentences
+
         text = ctx["text"]
         spans = _lookup(self.spans, ctx.get("passage_id"))
         if spans is not None:
             spans = [(int(s), int(e)) for s, e in spans]
-            if all(0 <= s <= e <= len(text) for s, e in spans):
+            if spans_fit(text, spans):
                 return spans
             self.counts["resplit"] += 1  # the table was built from a different text
-        from dcsr.data.sentences import split_sentences
 
         return split_sentences(text, self.settings["splitter"])
 
