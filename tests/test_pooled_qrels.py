@@ -19,6 +19,21 @@ def _results(path, rows):
     return path
 
 
+def test_every_measure_ranks_tied_hits_as_the_run_does():
+    # reciprocal rank fusion ties: passage 3 at rank 1, the relevant 5 at rank 2, both scored 1/61 + 1/62.
+    # By score, ir_measures put 5 first for nDCG (docid descending) and second for RR (ascending).
+    run = {0: [(3, 1 / 61 + 1 / 62), (5, 1 / 61 + 1 / 62)], 1: [(30, 0.5), (5, 0.5), (8, 0.25)]}
+    qrels = {"0": {"3": 0, "5": 1}, "1": {"30": 0, "5": 1, "8": 0}}
+    measures = ["RR@10", "RR", "nDCG@10", "Success@1"]
+    got = measure_run(run, qrels, measures, questions=2)
+    second = 100 / math.log2(3)  # the relevant passage at rank 2, as both runs rank it
+    assert got == pytest.approx({"RR@10": 50.0, "RR": 50.0, "nDCG@10": second, "Success@1": 0.0})
+    by_score = measure_run(run, qrels, measures, questions=2, order="score")
+    assert by_score["RR@10"] != by_score["RR"]  # what the two tie rules did to one row
+    with pytest.raises(InputError, match="order: is 'docid'"):
+        measure_run(run, qrels, measures, order="docid")
+
+
 def test_every_run_is_measured_against_the_same_pooled_judgments(tmp_path):
     # question 0: run A finds one answer passage (5) at rank 2; run B finds 5 and another (9)
     a = _results(tmp_path / "a.jsonl", [(0, [7, 5, 8], [False, True, False]), (1, [1], [False])])

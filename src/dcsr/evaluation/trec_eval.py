@@ -30,10 +30,15 @@ Our runs' ranks follow the scores, and scores are written in full (:func:`dcsr.d
 DCSR's HasAns probabilities of far-down passages differ only past the 6th decimal), so trec_eval
 reads our ranking, except inside ties: trec_eval keeps a score as a 32-bit float, so scores
 that are equal, or closer than float32 resolves (about 6e-8 relative: HasAns and fusion scores
-are float64; FAISS's are float32 already), are ordered by docid there (our merge puts the smaller
-passage id first). ir_measures computes RR with its msmarco provider, which breaks such ties by
-docid ascending (as strings), and nDCG with pytrec_eval. Answer-match top-k reads the rank
-column, so the two can differ inside such ties, never above them.
+are float64; FAISS's are float32 already; BM25's are rounded; reciprocal rank fusion ties
+often), are ordered by docid there, where our runs put the smaller passage id first. Inside
+ties ir_measures even breaks them two ways: RR with its msmarco provider by docid ascending (as
+strings), nDCG with pytrec_eval by docid descending. So every measure here is computed on the
+run's own ranking, its rank column (:func:`in_rank_order`), as answer-match top-k and the
+per-question records read it: every measure of a table's row ranks tied hits alike. trec_eval
+run on one of our files can differ from our numbers inside such ties, never above them;
+``order="score"`` computes trec_eval's reading (SQuAD as a BEIR collection is scored so, as
+BEIR's own evaluation reads a run: :mod:`dcsr.pipeline.squad_beir`).
 
 Why ``ir_measures`` and not a second implementation: it runs trec_eval's code (pytrec_eval) and
 parses the same files, which is what a reader compares our numbers with.
@@ -180,18 +185,32 @@ def write_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]])
 
 
 def read_qrels(path: str | os.PathLike) -> Qrels:
+    """trec_eval's qrels (``qid iteration docid relevance``), checked with the file and line: the
+    relevance plain digits (Python's ``int`` reads ``1_0`` as 10 and ``٣`` as 3), the file UTF-8."""
+    import re
+
+    from dcsr.data.formats import not_utf8
+
     qrels: Qrels = {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise InputError(at(path, n), f"expected 4 fields: qid iteration docid relevance, found {len(parts)}")
-            try:
-                qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
-            except ValueError:
-                raise InputError(at(path, n), "relevance must be an integer") from None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != 4:
+                    raise InputError(at(path, n), f"expected 4 fields: qid iteration docid relevance, "
+                                                  f"found {len(parts)}")
+                if not re.fullmatch(r"-?[0-9]+", parts[3]):
+                    raise InputError(at(path, n), f"relevance {parts[3]!r} is not an integer (plain digits, as 0, "
+                                                  "1 or 2)")
+                try:
+                    qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+                except ValueError:  # past Python's 4,300 digits
+                    raise InputError(at(path, n), f"relevance {parts[3][:20]}... ({len(parts[3])} digits) is too "
+                                                  "long") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     return qrels
 
 
@@ -199,16 +218,33 @@ def _numeric_first(qid: str):
     return (0, int(qid), "") if qid.lstrip("-").isdigit() else (1, 0, qid)
 
 
+def in_rank_order(run: Mapping, order: str = "rank") -> Mapping:
+    """A run (``{qid: [(doc, score), ...]}``, each question's hits in rank order) as ir_measures is
+    to read it: with ``order="rank"`` each hit's score falls with its rank (the run's own ranking,
+    ties included); with ``order="score"`` the run's scores, which ir_measures orders as trec_eval
+    does inside ties (by docid; the module's docstring says how)."""
+    if order == "score":
+        return run
+    if order != "rank":
+        raise InputError("order", f"is {order!r}; expected 'rank' (the run's ranking) or 'score' (trec_eval's)")
+    return {q: [(d, float(len(hits) - i)) for i, (d, _) in enumerate(hits)] for q, hits in run.items()}
+
+
 def measure_run(run: Mapping[int, Sequence[tuple[int, float]]], qrels: Mapping[str, Mapping[str, int]],
-                measures: Sequence[str], questions: int | None = None) -> dict[str, float]:
+                measures: Sequence[str], questions: int | None = None, order: str = "rank") -> dict[str, float]:
     """``{measure: mean}`` (in %) of a run (``{qid: [(pid, score), ...]}``, as
-    :func:`dcsr.data.runs.read_trec` reads a TREC file, skipping the ``# no hits`` comments that
-    trec_eval's own reader would reject) against ``qrels``, computed by ir_measures (pytrec_eval),
-    which ranks by score as trec_eval does. With ``questions`` the mean is over that many
-    questions, one the qrels do not judge counting 0 (trec_eval ``-c``); else over the questions
-    ir_measures reports (those of the qrels)."""
+    :func:`dcsr.data.runs.read_trec` reads a TREC file, in rank order, skipping the ``# no hits``
+    comments that trec_eval's own reader would reject) against ``qrels``, computed by ir_measures
+    (pytrec_eval, trec_eval's code). By default on the run's own ranking (:func:`in_rank_order`),
+    as top-k answer recall and the per-question records read it, so that every measure of a row
+    ranks tied hits alike (reciprocal rank fusion ties often, BM25's rounded scores too: by score,
+    RR@10 would break them by docid ascending and nDCG@10 by docid descending); ``order="score"``
+    is trec_eval's reading of the file. With ``questions`` the mean is over that many questions,
+    one the qrels do not judge counting 0 (trec_eval ``-c``); else over the questions ir_measures
+    reports (those of the qrels)."""
     import ir_measures
 
+    run = in_rank_order(run, order)
     parsed = [ir_measures.parse_measure(m) for m in measures]
     scored = [ir_measures.ScoredDoc(str(q), str(pid), score) for q, hits in run.items() for pid, score in hits]
     judged = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
@@ -248,7 +284,7 @@ def measure_beir_run(run_trec: str | os.PathLike, query_ids: Sequence[str], qrel
     broken by docid (as strings; the module's docstring says how). Each question's value, for a
     paired comparison of two runs: :func:`beir_run_by_question`."""
     original, qrels = _beir_run(run_trec, query_ids, qrels_tsv, doc_ids, order)
-    return measure_run(original, qrels, measures, questions=len(query_ids))
+    return measure_run(original, qrels, measures, questions=len(query_ids), order="score")
 
 
 def beir_run_by_question(run_trec: str | os.PathLike, query_ids: Sequence[str], qrels_tsv: str | os.PathLike,
@@ -276,11 +312,7 @@ def _beir_run(run_trec, query_ids: Sequence[str], qrels_tsv, doc_ids: Mapping[in
     from dcsr.data.beir import drop_identical_ids, original_id_run, read_beir_qrels
     from dcsr.data.runs import read_trec
 
-    if order not in ("rank", "score"):
-        raise InputError("order", f"is {order!r}; expected 'rank' (the run's ranking) or 'score' (trec_eval's)")
-    run = read_trec(run_trec)  # each question's hits in rank order
-    if order == "rank":
-        run = {q: [(pid, float(len(hits) - i)) for i, (pid, _) in enumerate(hits)] for q, hits in run.items()}
+    run = in_rank_order(read_trec(run_trec), order)  # read_trec: each question's hits in rank order
     docs = doc_ids if doc_ids is not None else {pid: str(pid) for hits in run.values() for pid, _ in hits}
     run, _dropped = drop_identical_ids(run, query_ids, docs)  # as BEIR's evaluation (ignore_identical_ids)
     original = original_id_run(run, query_ids, docs, where=str(run_trec))
