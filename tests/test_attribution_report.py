@@ -227,6 +227,10 @@ def test_coverage_table_and_figure(repo, tmp_path):
                                                                           abs=1e-3)
     md = (tmp_path / "t3.md").read_text()
     assert "| SQuAD (paper) | – | 3,247 | 0.68 | 738 |" in md and "| A (ours) | 300 | 100 | 0.50 | 41 |" in md
+    # the paper's coverage is not DCSR Table 1's count of the same files (8,482 + 6,065 + 5,013 + 6,754),
+    # while its overlap is that count's share with 2 or more questions
+    assert "(the sum of its buckets: SQuAD 26,314 against 3,247 here)" in md
+    assert "with 2 or more questions (0.68 against 0.68)" in md
     fig = list(csv.DictReader(open(tmp_path / "f4.csv")))
     assert {r["dataset"] for r in fig} == {"A"}  # B has no sweep
     assert (tmp_path / "f4.png").read_bytes()[:4] == b"\x89PNG"

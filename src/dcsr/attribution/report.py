@@ -464,6 +464,25 @@ COVERAGE_HEADER = ["dataset", "fraction", "questions", "coverage", "overlapping"
                    "coverage_normalized", "unique_normalized", "min_questions", "alpha"]
 
 
+def _coverage_paper_note(paper: Mapping, names: Sequence[str | None]) -> list[str]:
+    """Why our coverage may differ from the paper's: its Table 3 coverage is not the number of
+    distinct gold passages that DCSR's Table 1 counts in the same DPR files (the sum of its
+    buckets), though its overlap is that count's share with 2 or more questions."""
+    t1, t3 = paper.get("dcsr_table1", {}).get("rows", {}), paper.get("attribution_table3", {}).get("rows", {})
+    both = [n for n in names if n in t1 and n in t3]
+    if not both:
+        return []
+    sums = {n: sum(t1[n][b] for b in ("1", "2", "3", ">=4")) for n in both}
+    shares = {n: (sums[n] - t1[n]["1"]) / sums[n] for n in both}
+    return ["", "The paper's coverage is not the number of distinct gold passages that DCSR's Table 1 counts in the "
+            "same DPR files (the sum of its buckets: " + ", ".join(f"{n} {sums[n]:,}" for n in both) + " against "
+            + ", ".join(f"{t3[n]['coverage']:,}" for n in both) + " here), though its overlap is that count's share "
+            "of passages with 2 or more questions (" + ", ".join(f"{shares[n]:.2f}" for n in both) + " against "
+            + ", ".join(f"{t3[n]['overlap']:.2f}" for n in both) + "). What the paper counted as coverage is not "
+            "known (its words: distinct positive passages, with different texts and titles), so our coverage and "
+            "unique columns can differ from its by as much; its overlap is comparable."]
+
+
 def write_coverage(stats: Sequence[tuple[str, float, dict]], paper_names: Mapping[str, str | None],
                    paper_numbers, out_csv, out_md, out_png, fig_csv) -> None:
     """Table 3 (corpus coverage, positive passage overlap, unique coverage of each training set)
@@ -501,7 +520,7 @@ def write_coverage(stats: Sequence[tuple[str, float, dict]], paper_names: Mappin
     if not any(paper_names.get(d) in paper.get(table, {}).get("rows", {}) for d in full):
         lines += ["", f"Paper rows ({source}): NQ, Trivia, SQuAD; none of these datasets is one of them."]
     else:
-        lines += ["", f"Paper rows: {source}."]
+        lines += ["", f"Paper rows: {source}."] + _coverage_paper_note(paper, [paper_names.get(d) for d in sorted(full)])
     sweeps = sorted({d for d, fraction, _stats in stats if fraction != 1.0})
     if sweeps:
         lines += ["", "Sweep samples (Figure 4; normalized = % of the 100% value):", ""]
