@@ -437,6 +437,25 @@ def test_lock_entries_without_the_verified_field_are_still_read_and_checked(mirr
         read_lock(lock)
 
 
+@pytest.mark.parametrize("content, found", [
+    (b"\xff", ":1: not UTF-8 text (byte 0xff at byte offset 0)"),
+    (b"[" * 100000, ": the JSON holds arrays or objects nested too deeply to read"),
+    (b'{"a": {"size": 1, "sha256": "%s"}, "a": {"size": 2, "sha256": "%s"}}' % (b"0" * 64, b"1" * 64),
+     ": duplicate key 'a' in a JSON object"),
+    (b'{"a": 1', ":1: malformed JSON: Expecting ',' delimiter (column 8)"),
+    (b"[]", ": expected a JSON object {file name: {url, size, sha256}}, found an array"),
+])
+def test_a_lock_file_that_is_no_json_object_is_an_input_error_naming_it(tmp_path, content, found):
+    """The lock file travels between machines: bytes that are not UTF-8 (UnicodeDecodeError), a
+    run of '[' (RecursionError) were tracebacks, and a key given twice lost its first entry
+    silently; each is an InputError naming the file."""
+    lock = tmp_path / "lock.json"
+    lock.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        read_lock(lock)
+    assert str(e.value).startswith(f"{lock}{found}")
+
+
 def test_a_partial_answer_with_other_bytes_than_asked_for_is_never_appended(mirror, tmp_path):
     data, dest, requests = (mirror / CORPUS_PATH).read_bytes(), tmp_path / CORPUS, []
     (tmp_path / f"{CORPUS}.part").write_bytes(data[:1000])

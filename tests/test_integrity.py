@@ -166,3 +166,34 @@ def test_a_model_without_digests_loads_with_a_warning(tiny_bert, tmp_path, caplo
     with caplog.at_level(logging.WARNING):
         load_biencoder(tmp_path / "m")
     assert f"{meta_file} has no checksum" in caplog.text and "its weight files are read unverified" in caplog.text
+
+
+def test_the_digests_of_a_model_folder_name_only_its_own_files(tmp_path):
+    """files_sha256 of a dcsr.json someone else wrote may name any path: a file outside the
+    folder (absolute, with '..', or through a link) is refused, never opened and hashed; a record
+    that is not {file: sha256} is an InputError naming the record, not an AttributeError."""
+    from dcsr.integrity import check_file_digests, sha256_of
+
+    model = tmp_path / "model"
+    (model / "question_encoder").mkdir(parents=True)
+    (model / "question_encoder" / "config.json").write_text("{}")
+    secret = tmp_path / "secret"
+    secret.write_text("not the model's")
+    digest = sha256_of(secret)  # the right digest: only the name can refuse it
+    where = f"{model}/dcsr.json: files_sha256"
+    check_file_digests(model, {"question_encoder/config.json": sha256_of(model / "question_encoder" / "config.json")},
+                       "fix", where)
+    for name in (str(secret), "../secret", "question_encoder/../../secret"):
+        with pytest.raises(InputError, match="not a relative path inside the folder") as e:
+            check_file_digests(model, {name: digest}, "fix", where)
+        assert e.value.where == where
+    (model / "question_encoder" / "vocab.txt").symlink_to(secret)
+    (model / "passage_encoder").symlink_to(tmp_path)
+    for name in ("question_encoder/vocab.txt", "passage_encoder/secret"):
+        with pytest.raises(InputError, match="is a symbolic link; no file is read through a link") as e:
+            check_file_digests(model, {name: digest}, "fix", where)
+        assert e.value.where == where
+    for bad in (["x"], {"question_encoder/config.json": "x"}, {"question_encoder/config.json": 1}):
+        with pytest.raises(InputError, match="must be an object|is not a SHA-256 digest") as e:
+            check_file_digests(model, bad, "fix", where)
+        assert e.value.where == where

@@ -98,3 +98,30 @@ def test_store_shards_are_the_streamed_shards(tmp_path, num_shards):
     assert sorted(seen) == sorted(p.id for p in ps)
     with pytest.raises(ValueError, match="outside"):
         PassageStore(tmp_path / "store").shard(num_shards, num_shards)
+
+
+def test_an_edited_passages_file_is_an_input_error_naming_it_not_a_json_error(tmp_path):
+    """A line of passages.jsonl edited to another length moves every line after it: the offsets
+    land inside lines (JSONDecodeError) or on the wrong passage (a wrong text, silently); an edit
+    of the same length that changes an id gives the wrong passage too. Each is an InputError
+    naming the file and the byte offset."""
+    tsv = tmp_path / "c.tsv"
+    write_corpus(tsv, [Passage(i, f"text {i}", f"T{i}") for i in (3, 1, 2, 4)])
+    build_store(tsv, tmp_path / "store")
+    text = store_files(tmp_path / "store")["passages"]
+    original = text.read_bytes()
+    text.write_bytes(original.replace(b'"text 3"', b'"text 3, longer"'))
+    store = PassageStore(tmp_path / "store")
+    assert store.get([3])[3].text == "text 3, longer"  # the edited line itself still starts where it did
+    with pytest.raises(InputError, match=rf"^{text}: byte offset \d+: not a passage line \[id, text, title\] where "
+                                         r"offsets.npy puts one: the file was changed after the store was built"):
+        store.get([1])
+    with pytest.raises(InputError, match="byte offset"):
+        store.shard(0, 1)
+    text.write_bytes(original.replace(b'[1, "text 1"', b'[5, "text 1"'))  # same length, another id
+    with pytest.raises(InputError, match=rf"^{text}: byte offset \d+: holds passage 5, which ids.npy and offsets.npy "
+                                         "do not place there"):
+        PassageStore(tmp_path / "store").get([1, 2])
+    text.write_bytes(original.replace(b'"text 1"', b'"text\xff1"'))
+    with pytest.raises(InputError, match="not a passage line"):
+        PassageStore(tmp_path / "store").get([1])

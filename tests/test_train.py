@@ -336,6 +336,28 @@ def test_keeping_the_best_encoders_follows_no_link_and_names_a_checkpoint_withou
         keep_best(tmp_path / "new3" / "best", previous, 5, files)
 
 
+def test_keeping_the_best_encoders_reads_dcsr_json_strictly(tmp_path):
+    """best/dcsr.json of a checkpoint is read as a saved model's is: '[1]' was an AttributeError,
+    malformed JSON or bytes that are not UTF-8 a traceback; each is an InputError naming it."""
+    from dcsr.training.checkpoint_state import keep_best
+
+    files = ("question_encoder", "passage_encoder", "dcsr.json")
+    previous = tmp_path / "last"
+    for sub in files[:2]:
+        (previous / "best" / sub).mkdir(parents=True)
+    meta = previous / "best" / "dcsr.json"
+    for content, found in [(b"[1]", "expected a JSON object, found an array"),
+                           (b'{"step": 5', "malformed JSON: Expecting ',' delimiter"),
+                           (b'{"step": "\xff"}', "not UTF-8 text (byte 0xff"),
+                           (b'{"step": 5, "step": 6}', "duplicate key 'step'"),
+                           (b'{"step": "5"}', "must be an integer >= 0, found '5'")]:
+        meta.write_bytes(content)
+        with pytest.raises(InputError) as e:
+            keep_best(tmp_path / "new" / "best", previous, 5, files)
+        assert e.value.where.startswith(str(meta)) and found in e.value.problem
+    assert not (tmp_path / "new").exists()
+
+
 def _worse_with_training(tmp_path):
     """A dev set whose positives are their neighbours' passages: training on the right pairs moves
     its average rank away from the last validation's, so the best is often an earlier one."""
@@ -781,6 +803,46 @@ def test_a_planted_trainer_state_is_refused_not_unpickled(tmp_path, tiny_bert, d
     assert not (tmp_path / "out2").exists()
 
 
+class _Crafted:
+    """A value whose unpickling calls NumPy's array rebuilder, which loading allows (the random
+    state of older checkpoints), with arguments of the file's choosing."""
+
+    def __init__(self, *args):
+        self.args = args
+
+    def __reduce__(self):
+        from dcsr.training.checkpoint_state import _OLDER_STATE_GLOBALS
+
+        return _OLDER_STATE_GLOBALS[-1], self.args
+
+
+def test_a_crafted_or_foreign_trainer_state_is_refused_naming_it(tmp_path):
+    """The allowed NumPy calls given a shape or dtype they fail on (a TypeError, a ValueError; a
+    MemoryError for a huge shape) were a traceback at resume, and a state that is not the trainer's
+    dict (a list, a key missing or of another type) a KeyError or TypeError later: each is the
+    "changed or planted" InputError naming the file."""
+    from dcsr.training.checkpoint_state import _rng_state, load_trainer_state
+
+    state_file = tmp_path / "last" / "trainer_state.pt"
+    state_file.parent.mkdir()
+    good = {"optimizer": {}, "scheduler": {}, "scaler": {}, "step": 8, "epoch": 1, "position": 0,
+            "rng": [_rng_state()], "validation": [{"step": 8, "epoch": 1}]}
+    torch.save(good, state_file)
+    assert load_trainer_state(state_file)["step"] == 8
+    for state, found in [({**good, "rng": [_Crafted(np.ndarray, ("x",), b"b")]}, "cannot be loaded as a trainer state "
+                                                                                 "(TypeError: "),
+                         ({**good, "rng": [_Crafted(np.ndarray, (-1,), b"b")]}, "(ValueError: "),
+                         ([good], "holds a list, not the dict of a trainer state"),
+                         ({k: v for k, v in good.items() if k != "position"}, "whose 'position' is nothing, not an integer"),
+                         ({**good, "step": "8"}, "whose 'step' is str, not an integer"),
+                         ({**good, "validation": [1]}, "whose 'validation' is list, not a list of dicts")]:
+        torch.save(state, state_file)
+        with pytest.raises(InputError) as e:
+            load_trainer_state(state_file)
+        assert e.value.where == str(state_file) and found in e.value.problem
+        assert "so the file was changed or planted; delete the checkpoint folder" in e.value.problem
+
+
 def test_the_saved_random_state_restores_every_stream_exactly(tmp_path):
     """The random state a checkpoint keeps (Python's, NumPy's, torch's) loads as plain values
     (weights_only) and puts every stream back where it was, cached Gaussians included."""
@@ -799,14 +861,14 @@ def test_the_saved_random_state_restores_every_stream_exactly(tmp_path):
 
     torch.save({"rng": [_rng_state()]}, tmp_path / "trainer_state.pt")
     expected = draw()
-    state = load_trainer_state(tmp_path / "trainer_state.pt")
+    state = load_trainer_state(tmp_path / "trainer_state.pt", fields=("rng",))
     _set_rng_state(state["rng"][0])
     assert draw() == expected
     # a checkpoint written before the state was stored as plain values (NumPy's as an array) still resumes
     older = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     torch.save({"rng": [older]}, tmp_path / "older.pt")
     expected = draw()
-    _set_rng_state(load_trainer_state(tmp_path / "older.pt")["rng"][0])
+    _set_rng_state(load_trainer_state(tmp_path / "older.pt", fields=("rng",))["rng"][0])
     assert draw() == expected
 
 

@@ -23,7 +23,9 @@ search job read its 14 GB shard index twice at 21M passages).
 
 A saved bi-encoder records the digests of its weight files in its ``dcsr.json``
 (``weights_sha256``), and of its config and tokenizer files (``files_sha256``)
-(:func:`file_digests`, :func:`check_file_digests`).
+(:func:`file_digests`, :func:`check_file_digests`). The folder may have been written by someone
+else, so a name there that leads out of it (absolute, ``..``, a link) is refused, never read
+(:func:`file_inside`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import io
 import logging
 import mmap
 import os
+import re
+import stat
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -234,11 +238,67 @@ def file_digests(root: str | os.PathLike, names: Iterable[str]) -> dict[str, str
     return {name: sha256_of(Path(root) / name) for name in sorted(names)}
 
 
-def check_file_digests(root: str | os.PathLike, digests: Mapping[str, str], fix: str) -> None:
-    """Every file of ``digests`` (relative to ``root``) exists and has its recorded digest."""
-    for name, digest in sorted(digests.items()):
-        path = Path(root) / name
-        if not path.is_file():
-            raise InputError(str(path), f"is missing, but it was written with the model; {fix}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def check_digest_map(digests, where: str) -> None:
+    """``digests`` is ``{file name: sha256}`` as :func:`file_digests` makes it (names strings,
+    digests 64 lowercase hex digits); else an :class:`InputError` at ``where`` (the file and key
+    that hold it: it may have been written by someone else)."""
+    if not isinstance(digests, Mapping):
+        raise InputError(where, f"must be an object {{file: sha256}}, found {type(digests).__name__}; the file was "
+                                "changed or not written by this code")
+    for name, digest in digests.items():
+        if not isinstance(name, str) or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            shown = repr(digest) if len(repr(digest)) <= 70 else f"{repr(digest)[:60]}..."
+            raise InputError(where, f"{name!r}: {shown} is not a SHA-256 digest (64 lowercase hex digits); the file "
+                                    "was changed or not written by this code")
+
+
+def file_inside(root: str | os.PathLike, name: str, where: str) -> Path | None:
+    """``root / name`` when ``name`` is a relative path without ``..`` to a regular file inside
+    the folder ``root`` that no link leads to (the folder itself may be a link), None when there
+    is no such file; a name that is absolute, holds ``..``, or leads through a link or out of
+    ``root`` is an :class:`InputError` at ``where`` (what named it), and nothing outside ``root``
+    is opened."""
+    from pathlib import PurePosixPath
+
+    parts = PurePosixPath(name).parts
+    if not parts or "\0" in name or PurePosixPath(name).is_absolute() or ".." in parts:
+        raise InputError(where, f"names the file {name!r}, which is not a relative path inside the folder {root} "
+                                "(absolute, or with '..'); no file outside it is read")
+    here = Path(root)
+    for part in parts:
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise InputError(where, f"names the file {name!r}, but {here} is a symbolic link; no file is read "
+                                    "through a link (a saved model holds none)")
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(here)
+    if not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise InputError(where, f"names the file {name!r}, which leads outside the folder {root}; no file outside "
+                                "it is read")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(where, f"names {name!r}, which is not a regular file ({here})")
+    return here
+
+
+def check_file_digests(root: str | os.PathLike, digests: Mapping[str, str], fix: str, where: str | None = None) -> None:
+    """Every file of ``digests`` (relative to ``root``) exists and has its recorded digest.
+    ``digests`` may have been written by someone else (a model folder's ``dcsr.json``): it must
+    be :func:`check_digest_map`'s shape and name only files inside ``root``
+    (:func:`file_inside`), else an :class:`InputError` at ``where`` (the file and key that hold
+    it; ``root`` when None)."""
+    where = str(root) if where is None else where
+    check_digest_map(digests, where)
+    paths = {name: file_inside(root, name, where) for name in sorted(digests)}  # every name, before any read
+    for name, path in paths.items():
+        digest = digests[name]
+        if path is None:
+            raise InputError(str(Path(root) / name), f"is missing, but it was written with the model; {fix}")
         if sha256_of(path) != digest:
             raise corrupt(path, fix)

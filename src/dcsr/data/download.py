@@ -43,6 +43,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from dcsr.data.literals import read_json_object
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_open, replace_durably
 from dcsr.integrity import sha256_of
@@ -105,12 +106,9 @@ def read_lock(lock: str | os.PathLike) -> dict:
     lock = Path(lock)
     if not lock.exists():
         return {}
-    try:
-        entries = json.loads(lock.read_text())
-    except json.JSONDecodeError as e:
-        raise InputError(f"{lock}:{e.lineno}", f"not valid JSON: {e.msg}")
-    if not isinstance(entries, dict):
-        raise InputError(str(lock), "expected a JSON object {file name: {url, size, sha256}}")
+    # copied between machines, so read strictly: not UTF-8, malformed, a key given twice, nested
+    # past the reader's limits, not an object: an InputError naming the file
+    entries = read_json_object(lock, "a JSON object {file name: {url, size, sha256}}")
     for name, entry in entries.items():
         if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
                 and re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256", "")))):

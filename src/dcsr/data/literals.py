@@ -1,12 +1,17 @@
 """The values that users' files write as text, read strictly: a JSON object (a key given twice, a
 lone surrogate; what Python's JSON reader cannot hold) and the Python list literal of a qas file's
 answers, checked before ``ast.literal_eval`` sees it. The readers (:mod:`dcsr.data.formats`,
-:mod:`dcsr.data.beir`, :mod:`dcsr.data.squad`) add the file and line."""
+:mod:`dcsr.data.beir`, :mod:`dcsr.data.squad`) add the file and line; :func:`read_json_object`
+reads a whole file that holds one JSON object (a model's ``dcsr.json``, a downloads lock file)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sys
+
+from dcsr.errors import InputError, at
 
 
 class JSONProblem(ValueError):
@@ -66,6 +71,34 @@ def strict_object(pairs: list) -> dict:
         _strings_in(value)
         obj[key] = value
     return obj
+
+
+def read_json_object(path: str | os.PathLike, expected: str = "a JSON object") -> dict:
+    """The JSON object that the file ``path`` holds, read strictly: bytes that are not UTF-8,
+    malformed JSON, what :func:`strict_object` refuses, one of :data:`JSON_LIMITS`, or a value
+    other than an object (``expected`` says which) is an :class:`~dcsr.errors.InputError` naming
+    the file (and the line), never a traceback."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(at(path, raw.count(b"\n", 0, e.start) + 1),
+                         f"not UTF-8 text (byte 0x{raw[e.start]:02x} at byte offset {e.start}); the file is "
+                         "damaged or was not written by this code: re-encode it as UTF-8 or write it again") from None
+    try:
+        value = json.loads(text, object_pairs_hook=strict_object)
+    except json.JSONDecodeError as e:
+        raise InputError(at(path, e.lineno), f"malformed JSON: {e.msg} (column {e.colno})") from None
+    except JSONProblem as e:
+        raise InputError(str(path), str(e)) from None
+    except JSON_LIMITS as e:
+        raise InputError(str(path), f"the JSON holds {json_limit_problem(e)}") from None
+    if not isinstance(value, dict):
+        found = {list: "an array", str: "a string", bool: "true or false",
+                 type(None): "null"}.get(type(value), "a number")
+        raise InputError(str(path), f"expected {expected}, found {found}")
+    return value
 
 
 # --------------------------------------------------------------------------- qas answers

@@ -9,6 +9,8 @@ runs. A *store* is written once per corpus, in one streaming pass:
   lines, whatever quoting the TSV used), in corpus order;
 - ``ids.npy`` (int64, sorted) and ``offsets.npy`` (int64): each id's byte offset in it, each
   sealed with its checksum (:mod:`dcsr.integrity`), checked when a store is opened.
+  ``passages.jsonl`` has none (checking it would read 13 GB at every open); each line read is
+  checked to be the passage the arrays put there, so an edit to it is an InputError.
 
 :meth:`PassageStore.get` then reads only the wanted lines (memory-mapped index, seeks in file
 order), and :meth:`PassageStore.shard` one embedding shard's rows. The texts are exactly
@@ -28,6 +30,7 @@ import numpy as np
 
 from dcsr.errors import InputError
 from dcsr.data.formats import Passage, iter_passages, output_folder, passage_texts
+from dcsr.data.literals import JSON_LIMITS
 from dcsr.fsutil import atomic_open, atomic_path
 from dcsr.integrity import load_array, seal, warn_unverified
 
@@ -124,7 +127,7 @@ class PassageStore:
         pos[pos >= len(self.ids)] = 0
         found = np.asarray(self.ids[pos]) == want
         offs = np.sort(np.asarray(self.offsets[pos[found]]))
-        return {p.id: p for p in _read_lines(self.files["passages"], offs)}
+        return {p.id: p for p in self._read(offs)}
 
     def shard(self, shard: int, num_shards: int) -> list[Passage]:
         """Rows ``shard, shard + num_shards, ...`` of the corpus, in corpus order (the shards of
@@ -132,7 +135,32 @@ class PassageStore:
         if not 0 <= shard < num_shards:
             raise ValueError(f"shard {shard} is outside 0..{num_shards - 1}")
         in_corpus_order = np.sort(np.asarray(self.offsets))  # a line's offset grows with its row
-        return _read_lines(self.files["passages"], in_corpus_order[shard::num_shards])
+        return self._read(in_corpus_order[shard::num_shards])
+
+    def _read(self, offsets: np.ndarray) -> list[Passage]:
+        """The passages on the lines at byte ``offsets`` of ``passages.jsonl``, each checked to be
+        the one ``ids.npy`` and ``offsets.npy`` put there: ``passages.jsonl`` has no checksum (it
+        would be read whole at every open, 13 GB at 21M passages), so a line edited to another
+        length moves the lines after it, and an offset then lands inside another line, or on
+        another passage."""
+        path = self.files["passages"]
+        passages = _read_lines(path, offsets)
+        if not passages:
+            return passages
+        pids = np.fromiter((p.id for p in passages), dtype=np.int64, count=len(passages))
+        pos = np.minimum(np.searchsorted(self.ids, pids), len(self.ids) - 1)
+        moved = (np.asarray(self.ids[pos]) != pids) | (np.asarray(self.offsets[pos]) != np.asarray(offsets))
+        if moved.any():
+            i = int(np.flatnonzero(moved)[0])
+            raise InputError(f"{path}: byte offset {int(offsets[i])}",
+                             f"holds passage {int(pids[i])}, which ids.npy and offsets.npy do not place there: "
+                             f"{STORE_CHANGED}")
+        return passages
+
+
+#: What to do about a ``passages.jsonl`` changed after its store was built.
+STORE_CHANGED = ("the file was changed after the store was built; delete the passage store and build it again with "
+                 "build_passage_store.py")
 
 
 def _read_lines(path: Path, offsets) -> list[Passage]:
@@ -140,8 +168,16 @@ def _read_lines(path: Path, offsets) -> list[Passage]:
     with open(path, "rb") as fh:
         for off in offsets:
             fh.seek(int(off))
-            pid, text, title = json.loads(fh.readline())
-            out.append(Passage(pid, text, title))
+            line = fh.readline()
+            try:
+                record = json.loads(line)
+            except (UnicodeDecodeError, *JSON_LIMITS):  # JSONDecodeError is a ValueError
+                record = None
+            if not (isinstance(record, list) and len(record) == 3 and type(record[0]) is int
+                    and -(1 << 63) <= record[0] < 1 << 63 and all(isinstance(x, str) for x in record[1:])):
+                raise InputError(f"{path}: byte offset {int(off)}",
+                                 f"not a passage line [id, text, title] where offsets.npy puts one: {STORE_CHANGED}")
+            out.append(Passage(*record))
     return out
 
 

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from dcsr.models.checkpoints import (check_checkpoint_files, checkpoint_dir, config_vocab_size, init_pair,
                                       load_error_text, looks_like_path, no_code, resolve_checkpoint)
+from dcsr.models.meta import META_FILE, read_meta
 from dcsr.models.similarity import pair_similarity
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
@@ -48,7 +49,6 @@ from dcsr.settings import POOLINGS, TOKEN_TYPES, TRAIN
 
 log = logging.getLogger(__name__)
 
-META_FILE = "dcsr.json"
 QUESTION_DIR = "question_encoder"
 PASSAGE_DIR = "passage_encoder"
 FORMAT_VERSION = 1
@@ -539,20 +539,6 @@ def save_biencoder(model: BiEncoder, tokenizer, out_dir: str | os.PathLike, meta
         write_biencoder(model, tokenizer, tmp, meta)
 
 
-def read_meta(path: str | os.PathLike) -> dict:
-    meta_path = Path(path) / META_FILE
-    if not meta_path.is_file():
-        raise InputError(str(path), f"not a saved bi-encoder (no {META_FILE})")
-    try:
-        with open(meta_path, encoding="utf-8") as fh:
-            meta = json.load(fh)
-    except json.JSONDecodeError as e:
-        raise InputError(str(meta_path), f"malformed JSON: {e.msg}")
-    if not isinstance(meta, dict):
-        raise InputError(str(meta_path), "expected a JSON object")
-    return meta
-
-
 def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float | None = None,
                    attention_dropout: float | None = None):
     """``(tokenizer, BiEncoder, meta)`` from a directory written by :func:`save_biencoder`.
@@ -569,8 +555,8 @@ def load_biencoder(path: str | os.PathLike, device: str = "cpu", dropout: float 
         if not (path / sub).is_dir():
             raise InputError(str(path), f"saved bi-encoder has no {sub}/")
     fix = f"delete the model {path} and train it again"
-    for key in ("weights_sha256", "files_sha256"):
-        check_file_digests(path, meta.get(key) or {}, fix)
+    for key in ("weights_sha256", "files_sha256"):  # read_meta checked their shape
+        check_file_digests(path, meta.get(key) or {}, fix, f"{path / META_FILE}: {key}")
     unchecked = [what for key, what in (("weights_sha256", "its weight files"),
                                         ("files_sha256", "its config and tokenizer files")) if not meta.get(key)]
     if unchecked:  # saved before digests were recorded: as a file without a checksum trailer

@@ -8,7 +8,6 @@ tensors and plain values so that the state loads with ``weights_only`` (a plante
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import random
@@ -20,7 +19,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from dcsr.data.literals import read_json_object
 from dcsr.errors import InputError
+from dcsr.models.meta import check_meta
 from dcsr.settings import run_only_keys
 from dcsr.training.fingerprint import file_identity, init_identity
 
@@ -73,25 +74,50 @@ _OLDER_STATE_GLOBALS = [np.dtype, np.ndarray, type(np.dtype(np.uint32)),
                         (getattr(np, "_core", None) or np.core).multiarray._reconstruct]
 
 
-def load_trainer_state(state_file: Path) -> dict:
+#: What a checkpoint's ``trainer_state.pt`` holds (the Trainer's ``save``), and the type of each.
+STATE_FIELDS = {"optimizer": dict, "scheduler": dict, "scaler": dict, "step": int, "epoch": int, "position": int,
+                "rng": list, "validation": list}
+
+
+def _planted(state_file: Path, what: str, why: str = "This code writes no such state") -> InputError:
+    return InputError(str(state_file), f"{what}: not loaded. {why}, so the file was changed or planted; delete the "
+                                       f"checkpoint folder {Path(state_file).parent} (training then starts over) or "
+                                       "put back a copy you trust")
+
+
+def load_trainer_state(state_file: Path, fields: Sequence[str] = tuple(STATE_FIELDS)) -> dict:
     """A checkpoint's ``trainer_state.pt``, loaded with ``weights_only``: tensors and plain values
     only (and the NumPy arrays of older checkpoints). Anything else, which unpickling would run
-    (a planted file), is an :class:`~dcsr.errors.InputError` naming the file; nothing of it runs."""
+    (a planted file), is an :class:`~dcsr.errors.InputError` naming the file; nothing of it runs.
+    So is whatever else loading raises (the allowed NumPy calls, given a crafted shape or dtype:
+    a MemoryError, a TypeError), and a state that is not a dict holding ``fields`` of their
+    :data:`STATE_FIELDS` types (the entries of ``rng`` and ``validation`` dicts)."""
     import pickle
     import re
 
     allow = getattr(torch.serialization, "safe_globals", None)  # a torch without it reads no older state
     try:
         with allow(_OLDER_STATE_GLOBALS) if allow is not None else contextlib.nullcontext():
-            return torch.load(state_file, map_location="cpu", weights_only=True)
+            state = torch.load(state_file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         found = re.search(r"GLOBAL (\S+) was not an allowed global", str(e))
         what = f" ({found.group(1)})" if found else ""
-        raise InputError(str(state_file), f"holds an object other than tensors and plain values{what}, which "
-                                          "loading would run: not loaded. The checkpoints of this code hold none, "
-                                          "so the file was changed or planted; delete the checkpoint folder "
-                                          f"{Path(state_file).parent} (training then starts over) or put back a "
-                                          "copy you trust") from None
+        raise _planted(state_file, f"holds an object other than tensors and plain values{what}, which loading "
+                                   "would run", "The checkpoints of this code hold none") from None
+    except Exception as e:  # noqa: BLE001 - whatever a crafted file makes the allowed calls raise
+        raise _planted(state_file, f"cannot be loaded as a trainer state ({type(e).__name__}: "
+                                   f"{str(e)[:200]})") from None
+    if not isinstance(state, dict):
+        raise _planted(state_file, f"holds a {type(state).__name__}, not the dict of a trainer state")
+    for key in fields:
+        kind = STATE_FIELDS[key]
+        value = state.get(key)
+        if (not isinstance(value, kind) or isinstance(value, bool)
+                or (kind is list and not all(isinstance(item, dict) for item in value))):
+            found = "nothing" if key not in state else type(value).__name__
+            wanted = {dict: "a dict", int: "an integer", list: "a list of dicts"}[kind]
+            raise _planted(state_file, f"holds a trainer state whose {key!r} is {found}, not {wanted}")
+    return state
 
 
 LAST = "last"
@@ -216,12 +242,14 @@ def keep_best(dest: Path, previous: Path | None, best_step: int, encoder_files: 
     that holds them, else ``previous`` itself when it was written at ``best_step``
     (``encoder_files``: the encoders' folders, then ``dcsr.json``, whose step tells). One of them
     does, as a checkpoint is written after every validation; a checkpoint with neither, or with a
-    link in them, is an error."""
+    link in them, is an error, and so is a ``dcsr.json`` that is not a model's (read strictly and
+    checked: :func:`dcsr.models.meta.check_meta`)."""
     meta = encoder_files[-1]
     for source in ((previous / BEST, previous) if previous is not None else ()):
         _refuse_link(source)
         _refuse_link(source / meta)
-        if (source / meta).is_file() and json.loads((source / meta).read_text(encoding="utf-8")).get("step") == best_step:
+        file = source / meta
+        if file.is_file() and check_meta(read_json_object(file), file).get("step") == best_step:
             dest.mkdir(parents=True, exist_ok=True)
             for name in encoder_files:
                 _link_or_copy(source / name, dest / name)
