@@ -265,15 +265,21 @@ def beir_corpus_case(content, message) -> Case:
                       "--ids-out", "{tmp}/out/beir-doc-ids.tsv"])
 
 
-def beir_queries_case(message, queries=BEIR_QUERIES, qrels=BEIR_QRELS) -> Case:
+def beir_queries_case(message, queries=BEIR_QUERIES, qrels=BEIR_QRELS, doc_ids="id\t_id\n0\td1\n1\td2\n") -> Case:
     """A BEIR folder's queries.jsonl and qrels/test.tsv, converted into a test set (prepare_beir.py
-    queries) against the converted corpus's ids."""
+    queries) against the converted corpus's ids (``doc_ids``: its beir-doc-ids.tsv)."""
     return Case(message, files={"beir/queries.jsonl": queries, "beir/qrels/test.tsv": qrels,
-                                "beir-doc-ids.tsv": "id\t_id\n0\td1\n1\td2\n"},
+                                "beir-doc-ids.tsv": doc_ids},
                 script="prepare_beir.py",
                 args=["queries", "--folder", "{tmp}/beir", "--split", "test", "--doc-ids", "{tmp}/beir-doc-ids.tsv",
                       "--queries-out", "{tmp}/out/t.queries.tsv", "--query-ids-out", "{tmp}/out/t.query-ids.tsv",
                       "--qrels-out", "{tmp}/out/t.qrels"])
+
+
+def _read_qrels(path: Path):
+    from dcsr.evaluation.trec_eval import read_qrels
+
+    return read_qrels(path)
 
 
 def _load_encoder(name: str):
@@ -500,6 +506,10 @@ CASES: dict[str, Case] = {
         GOOD_RUN + "2 Q0 3 3 nan t\n",
         "{tmp}/run.trec:7: score 'nan' is not a number; a NaN score has no place in a ranking (trec_eval would "
         "order it arbitrarily)"),
+    "run-infinite-score": run_case(
+        GOOD_RUN + "2 Q0 3 3 -inf t\n",
+        "{tmp}/run.trec:7: score '-inf' is infinite; a ranking's scores are finite (fusion would divide by an "
+        "infinite span)"),
     "run-duplicate-passage": run_case(
         GOOD_RUN + "2 Q0 1 3 0.1 t\n",
         "{tmp}/run.trec:7: passage 1 is listed a second time for question 2; a run ranks each passage once per "
@@ -554,6 +564,22 @@ CASES: dict[str, Case] = {
     "beir-qrels-without-header": beir_queries_case(
         "{tmp}/beir/qrels/test.tsv:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
         "'q1\\td1\\t1'; BEIR's qrels files start with it", qrels=BEIR_QRELS.split("\n", 1)[1]),
+    "beir-id-control-character": beir_corpus_case(
+        BEIR_CORPUS.replace('"d2"', '"d2\\u200b"'),
+        "{tmp}/beir/corpus.jsonl:2: document '_id' 'd2\\u200b' holds the control or format character U+200B "
+        "(ZERO WIDTH SPACE), which does not show in an id and which other tools read apart; rename it"),
+    "beir-qrels-score-not-plain-digits": beir_queries_case(
+        "{tmp}/beir/qrels/test.tsv:3: score '1_0' is not an integer (plain digits, as 0, 1 or 2)",
+        qrels=BEIR_QRELS.replace("q2\td2\t1", "q2\td2\t1_0")),
+    "beir-doc-ids-not-utf8": beir_queries_case(
+        "{tmp}/beir-doc-ids.tsv:3: not UTF-8 text (byte 0xff at byte offset 15); re-encode the file as UTF-8, "
+        "e.g. with iconv -f latin1 -t utf-8", doc_ids=b"id\t_id\n0\td1\n1\td\xff2\n"),
+    "beir-doc-ids-id-with-space": beir_queries_case(
+        "{tmp}/beir-doc-ids.tsv:2: document _id 'd 1 x' holds whitespace, which a TREC run or qrels line cannot "
+        "hold (its fields are separated by whitespace); rename it", doc_ids="id\t_id\n0\td 1 x\n1\td2\n"),
+    "qrels-relevance-not-plain-digits": Case(
+        "{tmp}/q.qrels:2: relevance '1_0' is not an integer (plain digits, as 0, 1 or 2)",
+        files={"q.qrels": "0 0 1 1\n1 0 2 1_0\n"}, call=lambda tmp: _read_qrels(tmp / "q.qrels")),
     # ----------------------------------------------------------------- FAISS indexes and .npy shards
     "faiss-truncated": Case(
         "{tmp}/shard.faiss: not a readable FAISS index (truncated or corrupt); delete it and build it again "

@@ -161,6 +161,20 @@ def test_the_page_compares_dcsr_with_dpr_each_with_bm25_and_zero_shot_with_in_do
     assert [c.p_holm for c in found] == holm([c.comparison.p_value for c in found])
 
 
+def test_the_comparisons_table_writes_p_and_bounds_on_the_side_its_reading_took():
+    """A Holm p of 0.0496 is not written 0.05, nor a lower bound of 0.004 written +0.00, beside
+    a reading of "higher" that needed p < 0.05 and a bound above 0."""
+    from dcsr.evaluation.claims import Comparison
+    from dcsr.pipeline.squad_beir import PairedComparison, comparisons_table
+
+    c = Comparison(questions=100, baseline=50.0, method=50.5, difference=0.5, low=0.004, high=1.0,
+                   only_baseline=10, only_method=25, p_value=0.018)
+    pc = PairedComparison("vs BM25", "squad-a", "bm25", "dpr", c, p_holm=0.0496)
+    assert pc.reading == "higher"
+    row = comparisons_table([pc]).splitlines()[-1]
+    assert row == "| dpr - bm25 | vs BM25 | squad-a | +0.50 | [+0.004, +1.00] | 10 / 25 | 0.018 | 0.0496 | higher |"
+
+
 def test_the_beir_folder_must_hold_the_runs_questions_in_order_and_its_corpus(squad_beir):
     tmp, _stats, _run = squad_beir
     qas = list(iter_qas(tmp / "test.qa.csv"))
@@ -503,3 +517,103 @@ def test_the_demo_s_conversion_command_converts_its_test_set(tmp_path):
                           env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert len((tmp_path / "squad-a" / "queries.jsonl").read_text().splitlines()) == 965
+
+
+def _small_beir(beir: Path, corpus_ids=("d1", "d2"), qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n"):
+    (beir / "qrels").mkdir(parents=True, exist_ok=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": f"text of {d}"}) + "\n"
+                                               for d in corpus_ids), encoding="utf-8")
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "first?"}\n{"_id": "q2", "text": "second?"}\n')
+    (beir / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
+
+
+@pytest.mark.parametrize("bad, shown", [("d\x00x", "U+0000"), ("d3\u200b", "U+200B (ZERO WIDTH SPACE)"),
+                                        ("\x1b[31md", "U+001B"), ("d\u202ex", "U+202E (RIGHT-TO-LEFT OVERRIDE)")])
+def test_an_id_with_a_control_or_format_character_is_refused_naming_its_line(tmp_path, bad, shown):
+    """A NUL, an ANSI escape, a zero-width space or a bidi override in an ``_id`` (or a qrels id)
+    went into the pipeline's id mapping and TREC runs, invisible, and read apart by other tools
+    (C strings end at the NUL); refused with the file and line, nothing written."""
+    beir, out = tmp_path / "beir", tmp_path / "out"
+    _small_beir(beir, corpus_ids=("d1", bad))
+    with pytest.raises(InputError) as e:
+        convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
+    assert str(e.value).startswith(f"{beir / 'corpus.jsonl'}:2: document '_id' {bad!r} holds the control or "
+                                   f"format character {shown}")
+    assert not out.exists()
+    _small_beir(beir, qrels=f"query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t{bad}\t1\n")
+    convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
+    with pytest.raises(InputError, match=rf"test\.tsv:3: corpus-id .* holds the control or format character"):
+        convert_queries(beir, "test", out / "doc-ids.tsv", out / "t.queries.tsv", out / "q-ids.tsv", out / "q.qrels")
+    # letters of any script stay ids
+    _small_beir(beir, corpus_ids=("d1", "dé-ü_٣"))
+    convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
+    assert read_doc_ids(out / "doc-ids.tsv") == {0: "d1", 1: "dé-ü_٣"}
+
+
+@pytest.mark.parametrize("score", ["1_0", "\u0663", " 1", "+1", "1.0", ""])
+def test_a_beir_qrels_score_that_is_not_plain_digits_is_refused(tmp_path, score):
+    """Python's int() read '1_0' as 10 and the Arabic-Indic digit three as 3: a score silently
+    changed. A score is plain ASCII digits, with a minus sign for BEIR's negative judgments."""
+    _small_beir(tmp_path, qrels=f"query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t{score}\n")
+    with pytest.raises(InputError) as e:
+        read_beir_qrels(tmp_path / "qrels" / "test.tsv")
+    assert str(e.value) == (f"{tmp_path / 'qrels' / 'test.tsv'}:3: score {score!r} is not an integer (plain digits, "
+                            "as 0, 1 or 2)")
+    _small_beir(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t-1\n")
+    assert read_beir_qrels(tmp_path / "qrels" / "test.tsv") == {"q1": {"d1": 2}, "q2": {"d2": -1}}
+
+
+def test_an_id_mapping_is_read_as_utf8_and_its_ids_checked(tmp_path):
+    """The id mappings beside a converted collection (beir-doc-ids.tsv, *.query-ids.tsv) may come
+    with results written elsewhere: a byte that is not UTF-8 gave a UnicodeDecodeError traceback,
+    and an _id 'd 1 x' forged columns in the TREC run written with the original ids
+    ('q1 Q0 d 1 x 1 1.0 run'). Both are refused with the file and line, and no run is written."""
+    beir, out = tmp_path / "beir", tmp_path / "out"
+    _small_beir(beir)
+    convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
+    convert_queries(beir, "test", out / "doc-ids.tsv", out / "t.queries.tsv", out / "q-ids.tsv", out / "q.qrels")
+    write_trec(out / "run.trec", {0: [(0, 1.0)], 1: [(1, 1.0)]}, tag="run")
+    good_docs, good_queries = (out / "doc-ids.tsv").read_bytes(), (out / "q-ids.tsv").read_bytes()
+    for name, content, message in [
+            ("doc-ids.tsv", b"id\t_id\n0\td1\n1\td\xff2\n",
+             "doc-ids.tsv:3: not UTF-8 text (byte 0xff at byte offset 15)"),
+            ("doc-ids.tsv", b"id\t_id\n0\td 1 x\n1\td2\n",
+             "doc-ids.tsv:2: document _id 'd 1 x' holds whitespace"),
+            ("doc-ids.tsv", b"id\t_id\n0\td1\tx\n1\td2\n", "doc-ids.tsv:2: expected '<integer><TAB><_id>'"),
+            ("doc-ids.tsv", b"id\t_id\n0\td1\n1\td2\r\n", "doc-ids.tsv:3: document _id 'd2\\r' holds whitespace"),
+            ("doc-ids.tsv", b"id\t_id\n0\td\x1b[2J\n1\td2\n", "doc-ids.tsv:2: document _id 'd\\x1b[2J' holds the "
+                                                             "control or format character U+001B"),
+            ("doc-ids.tsv", "id\t_id\n0\td1\n\u0661\td2\n".encode(), "doc-ids.tsv:3: expected '<integer><TAB><_id>'"),
+            ("q-ids.tsv", b"qid\t_id\n0\tq1 Q0\n1\tq2\n", "q-ids.tsv:2: query _id 'q1 Q0' holds whitespace"),
+            ("q-ids.tsv", b"qid\t_id\n0\tq\xc01\n1\tq2\n", "q-ids.tsv:2: not UTF-8 text")]:
+        (out / name).write_bytes(content)
+        with pytest.raises(InputError) as e:
+            write_original_id_run(out / "run.trec", out / "q-ids.tsv", out / "doc-ids.tsv", out / "orig.run")
+        assert str(e.value).startswith(f"{out}/{message}"), str(e.value)
+        assert not (out / "orig.run").exists()
+        (out / "doc-ids.tsv").write_bytes(good_docs)
+        (out / "q-ids.tsv").write_bytes(good_queries)
+    assert write_original_id_run(out / "run.trec", out / "q-ids.tsv", out / "doc-ids.tsv", out / "orig.run") == 2
+    assert (out / "orig.run").read_text() == "q1 Q0 d1 1 1.0 run\nq2 Q0 d2 1 1.0 run\n"
+
+
+def test_the_squad_readme_shows_a_source_name_as_text_not_html(tmp_path):
+    """The README squad_to_beir writes named the source file raw in its Markdown: a source named
+    '<img src=x onerror=alert(1)>.json.gz' was an image tag to every viewer that renders HTML. It
+    is a code span now, which no backtick in the name can close."""
+    import shutil
+
+    from markdown_it import MarkdownIt
+
+    from dcsr.data.beir import md_code_span
+
+    source = tmp_path / "<img src=x onerror=alert(1)> `x`.json.gz"
+    shutil.copy(SQUAD, source)
+    squad_to_beir(source, tmp_path / "beir")
+    html = MarkdownIt("commonmark").render((tmp_path / "beir" / "README.md").read_text(encoding="utf-8"))
+    assert "<img" not in html
+    assert "Converted from <code>&lt;img src=x onerror=alert(1)&gt; `x`.json.gz</code> by" in html
+    for text in ("a`b", "`a", "a``", " a ", "<b>\n\n<i>x</i>"):
+        rendered = MarkdownIt("commonmark").render(f"x {md_code_span(text)} y")
+        assert rendered.count("<code>") == 1 and "<b>" not in rendered and "<i>" not in rendered, rendered
+        assert rendered.startswith("<p>x <code>") and rendered.endswith("</code> y</p>\n"), rendered

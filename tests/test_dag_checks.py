@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from dcsr.errors import InputError
-from dcsr.pipeline.checks import check_claim_seeds, check_index_factory, check_integers, check_local_sources
+from dcsr.pipeline.checks import (check_claim_seeds, check_index_factory, check_integers, check_local_sources,
+                                  check_results_folder)
 from dcsr.pipeline.plan import Plan
 from test_plan import REPO, load
 from test_workflow import snakemake
@@ -128,6 +129,11 @@ def test_a_bad_name_or_domain_or_package_is_one_line_at_dag_build():
         bad = copy.deepcopy(cfg)
         bad[section][name] = {}
         with pytest.raises(InputError, match=rf"^config: {section}: .* is not a valid name"):
+            check_names(bad)
+    for paper_name in ("--md", "-", "SQuAD v1"):  # a table's script took "--md" for an option, "-" for no name
+        bad = copy.deepcopy(cfg)
+        bad["datasets"]["trivia"]["paper_name"] = paper_name
+        with pytest.raises(InputError, match=r"^config: datasets\.trivia\.paper_name: .* is not a valid name"):
             check_names(bad)
     typo = copy.deepcopy(cfg)
     typo["datasets"]["trivia"]["generated"] = "trivai"
@@ -420,3 +426,32 @@ def test_a_dev_set_where_settings_are_chosen_is_refused_as_a_test_set():
     fixed = copy.deepcopy(cfg)
     fixed["dcsr"]["temperature"] = 1.0
     Plan(fixed, basedir=REPO)
+
+
+def test_a_downloads_lock_file_must_be_a_json_name():
+    """downloads.dir may lie outside results: (a shared cache), so its lock, which is written over
+    whatever is at its path, must be a .json: a config naming ~/.bashrc would have its URLs run at login."""
+    cfg = load("paper.yaml")
+    Plan(copy.deepcopy(cfg))  # the shipped config passes
+    for lock in ("~/.bashrc", "/tmp/x/.profile.json", "cache/lock.txt", "cache/"):
+        bad = copy.deepcopy(cfg)
+        bad.setdefault("downloads", {})["lock"] = lock
+        with pytest.raises(InputError, match=r"^config: downloads\.lock: .*must end in \.json and not start with a dot"):
+            Plan(bad)
+    ok = copy.deepcopy(cfg)
+    ok.setdefault("downloads", {}).update(dir="/tmp/shared-cache", lock="/tmp/shared-cache/dpr.lock.json")
+    Plan(ok)
+
+
+def test_a_brace_in_a_results_or_downloads_path_is_refused_naming_the_key(tmp_path):
+    """Snakemake read results: '/x/r{corpus}' as a wildcard in every path under it and stopped with
+    a message about wildcards that named no key."""
+    with pytest.raises(InputError, match=r"^config: results: '.*r\{corpus\}' holds a brace"):
+        check_results_folder(str(tmp_path / "r{corpus}"))
+    check_results_folder(str(tmp_path / "r(corpus) $x"))  # other characters are a path's own
+    cfg = load("paper.yaml")
+    for key in ("dir", "lock"):
+        bad = copy.deepcopy(cfg)
+        bad.setdefault("downloads", {})[key] = "cache/{x}/lock.json"
+        with pytest.raises(InputError, match=rf"^config: downloads\.{key}: 'cache/{{x}}/lock.json' holds a brace"):
+            Plan(bad)

@@ -420,11 +420,18 @@ def test_the_plan_asks_for_every_shard_and_refuses_shards_that_do_not_merge(tmp_
 def test_the_readmes_code_keeps_a_quoted_results_path_a_string(tmp_path):
     """A results folder named to close the string it was pasted into: the README's code, copied
     into Python, ran the folder name's command. Paths are Python literals, so the code parses to a
-    FaissSearcher over that one string and nothing else."""
+    FaissSearcher over that one string and nothing else. The command lines (a model with a query
+    encoder, either class) gave the path unquoted: ``--index /tmp/r $(touch /tmp/PWNED)/...`` ran
+    the command when pasted into a shell. Each argument is quoted for the shell now, the line a
+    code span no backtick of the path ends: the shell reads the path as one argument."""
     import ast
+    import html
     import re as _re
+    import shlex
 
-    from dcsr.retrieval.pyserini_export import README
+    from markdown_it import MarkdownIt
+
+    from dcsr.retrieval.pyserini_export import README, _readme
 
     out = tmp_path / 'r"); __import__("os").system("touch PWNED"); ("' / "export"
     export_pyserini(_random_shards(tmp_path, "Flat", 1, n=5), out, method="dpr")
@@ -434,6 +441,24 @@ def test_the_readmes_code_keeps_a_quoted_results_path_a_string(tmp_path):
     assert not [c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "__import__"]
     searcher = next(c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "FaissSearcher")
     assert isinstance(searcher.args[0], ast.Constant) and searcher.args[0].value == str(out)
+    # the shell lines of both query encoder classes
+    info = {"model": "m", "corpus": "c", "shards": 1, "method": "dpr", "vectors": 3, "dim": 32,
+            "index_type": "IndexFlatIP", "docid": "passage ids", "search_params": "",
+            "query_encoder": {"class": "pyserini.encode.DprQueryEncoder", "kwargs": {}, "score": "the dot product",
+                              "question_max_length": 256, "question_text": "raw"}}
+    auto = {"class": "pyserini.encode.AutoQueryEncoder", "kwargs": {"pooling": "mean", "l2_norm": True}}
+    for path in ("/tmp/r $(touch /tmp/PWNED)", str(out), "/tmp/r `touch PWNED` <img src=x onerror=alert(1)>; x"):
+        for encoder in ({}, auto):
+            readme = _readme({**info, "query_encoder": {**info["query_encoder"], **encoder}}, path)
+            rendered = MarkdownIt("commonmark").render(readme)
+            assert "<img" not in rendered
+            lines = [html.unescape(c) for c in _re.findall(r"<code>(python -m pyserini\.search\.faiss .*?)</code>",
+                                                            rendered)]
+            assert len(lines) == 1, rendered
+            args = shlex.split(lines[0])
+            assert args[args.index("--index") + 1] == path
+            assert args[args.index("--encoder") + 1] == f"{path}/query_encoder"
+            assert args[args.index("--encoder-class") + 1] == ("auto" if encoder else "dpr")
 
 
 def test_the_readme_says_to_write_questions_as_a_dpr_text_model_trained_on_them():

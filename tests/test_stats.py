@@ -60,6 +60,14 @@ def test_passage_id_identifies_a_passage_over_its_text(tmp_path):
     assert (s["1"], s["2"], s["passages"]) == (1, 1, 2)
 
 
+def test_an_empty_passage_id_is_no_id(tmp_path):
+    # three passages with an empty id are three passages (by text), not one
+    records = [rec(f"q{i}", ctx("T", f"text {i}", "")) for i in range(3)] + [rec("q3", ctx("T", "text 0", ""))]
+    s = questions_per_gold_passage(write(tmp_path, "t.json", records))
+    assert (s["1"], s["2"], s["passages"]) == (2, 1, 3)
+    assert coverage_statistics(write(tmp_path, "c.json", records))["coverage"] == 3
+
+
 def test_without_ids_title_and_text_identify_a_passage(tmp_path):
     records = [rec("q1", ctx("A", "alpha")), rec("q2", ctx("A", "alpha")),
                rec("q3", ctx("B", "alpha")), rec("q4", ctx("A", "alpha beta"))]

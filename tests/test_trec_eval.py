@@ -33,6 +33,25 @@ def test_runs_and_qrels_are_read_by_ir_measures_as_we_write_them(tmp_path):
     assert read_qrels(tmp_path / "q.qrels") == qrels
 
 
+@pytest.mark.parametrize("relevance", ["1_0", "\u0663", "+1", "1.0", "\uff11"])
+def test_a_qrels_relevance_that_is_not_plain_digits_is_refused_naming_its_line(tmp_path, relevance):
+    """Python's int() read '1_0' as 10 and the Arabic-Indic digit three as 3: a judgment silently
+    changed. A relevance is plain ASCII digits (a minus sign allowed); a file that is not UTF-8 is
+    an error naming the line, not a UnicodeDecodeError traceback."""
+    from dcsr.errors import InputError
+
+    (tmp_path / "q.qrels").write_text(f"0 0 5 1\n1 0 4 {relevance}\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_qrels(tmp_path / "q.qrels")
+    assert str(e.value) == (f"{tmp_path / 'q.qrels'}:2: relevance {relevance!r} is not an integer (plain digits, "
+                            "as 0, 1 or 2)")
+    (tmp_path / "q.qrels").write_bytes(b"0 0 5 1\n1 0 4\xff 1\n")
+    with pytest.raises(InputError, match=r"q\.qrels:2: not UTF-8 text \(byte 0xff"):
+        read_qrels(tmp_path / "q.qrels")
+    (tmp_path / "q.qrels").write_text("0 0 5 2\n1 0 4 -1\n")
+    assert read_qrels(tmp_path / "q.qrels") == {"0": {"5": 2}, "1": {"4": -1}}
+
+
 def test_measures_by_hand(tmp_path):
     write_trec(tmp_path / "r.trec", RUN, tag="t")
     qrels = {"0": {"5": 1, "7": 0, "9": 1}, "1": {"3": 0, "4": 0}, "2": {"8": 1}}

@@ -18,12 +18,15 @@ A BEIR folder holds ``corpus.jsonl`` (one JSON object a line: ``_id``, ``title``
 Malformed files are refused with the file and line: a byte order mark, a CRLF line end (a
 ``\\r`` would be read into an id or a score), bytes that are not UTF-8, a line that is not a JSON
 object, an ``_id`` that is missing, empty, holds whitespace (it could not be written in a TREC
-run) or repeats, a query without text, a qrel naming an unknown query or given twice, qrels
-most of whose documents the corpus lacks, an empty corpus. They read what BEIR's collections
-hold: a qrel naming a document the corpus lacks is kept, as BEIR's evaluation keeps it (a
-relevant document no run retrieves); a document with neither title nor text, which BEIR's loader
-keeps as an empty text (and a dense encoder may rank), is left out here, as nothing of it can
-match.
+run) or a control or format character (NUL, an ANSI escape, a zero-width space: invisible, or
+read apart by other tools) or repeats, a query without text, a qrel naming an unknown query or
+given twice, a qrels score that is not plain digits (``1_0``, ``٣``: Python's ``int`` reads
+them as 10 and 3), qrels most of whose documents the corpus lacks, an empty corpus. They read
+what BEIR's collections hold: a qrel naming a document the corpus lacks is kept, as BEIR's
+evaluation keeps it (a relevant document no run retrieves); a document with neither title nor
+text, which BEIR's loader keeps as an empty text (and a dense encoder may rank), is left out
+here, as nothing of it can match. The id mappings the conversion writes (``beir-doc-ids.tsv``,
+``*.query-ids.tsv``) are checked when read back, their ``_id`` as above.
 
 :func:`squad_to_beir` writes SQuAD (via :mod:`dcsr.data.squad`) as a BEIR folder, its qrels
 from DPR's answer matching (:func:`answer_match_qrels`).
@@ -36,6 +39,8 @@ import contextlib
 import json
 import logging
 import os
+import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -108,15 +113,23 @@ def _jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
 
 def _check_id(value, where: str, what: str) -> str:
     """An ``_id`` (or qrels id) as the pipeline writes it into TREC files: a non-empty string
-    without whitespace (a number is taken as its text)."""
+    without whitespace (a number is taken as its text) and without control or format characters
+    (Unicode categories Cc, Cf: NUL, an ANSI escape, a zero-width space), which no one can see in
+    an id and other tools read apart."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(where, f"{what} is {value!r}; expected a string")
     text = str(value)
     if not text:
         raise InputError(where, f"{what} is empty")
-    if any(c.isspace() for c in text):
-        raise InputError(where, f"{what} {text!r} holds whitespace, which a TREC run or qrels line cannot hold "
-                                "(its fields are separated by whitespace); rename it")
+    if " " in text or not text.isprintable():  # whitespace but ' ', Cc and Cf are all unprintable
+        if any(c.isspace() for c in text):
+            raise InputError(where, f"{what} {text!r} holds whitespace, which a TREC run or qrels line cannot hold "
+                                    "(its fields are separated by whitespace); rename it")
+        bad = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf")), None)
+        if bad is not None:
+            raise InputError(where, f"{what} {text!r} holds the control or format character U+{ord(bad):04X} "
+                                    f"({unicodedata.name(bad, unicodedata.category(bad))}), which does not show in "
+                                    "an id and which other tools read apart; rename it")
     return text
 
 
@@ -216,10 +229,12 @@ def read_beir_qrels(path: str | os.PathLike, queries: Mapping[str, str] | None =
         where = at(path, n)
         q = _check_id(fields[0], where, "query-id")
         d = _check_id(fields[1], where, "corpus-id")
+        if not re.fullmatch(r"-?[0-9]+", fields[2]):  # int() reads '1_0' as 10, ' 3' and '٣' as 3
+            raise InputError(where, f"score {fields[2]!r} is not an integer (plain digits, as 0, 1 or 2)")
         try:
             score = int(fields[2])
-        except ValueError:
-            raise InputError(where, f"score {fields[2]!r} is not an integer") from None
+        except ValueError:  # past Python's 4,300 digits
+            raise InputError(where, f"score {fields[2][:20]}... ({len(fields[2])} digits) is too long") from None
         if queries is not None and q not in queries:
             raise InputError(where, f"query-id {q!r} is not in the queries file (queries.jsonl)")
         if docs is not None and d not in docs:
@@ -281,34 +296,39 @@ def convert_corpus(folder: str | os.PathLike, corpus_out: str | os.PathLike, ids
     return n
 
 
-def _read_id_map(path: str | os.PathLike, header: Sequence[str], wanted=None) -> dict[int, str]:
-    """``{integer id: original _id}`` of a mapping the pipeline wrote (all, or the ``wanted``)."""
+def _read_id_map(path: str | os.PathLike, header: Sequence[str], what: str, wanted=None) -> dict[int, str]:
+    """``{integer id: original _id}`` of a mapping the pipeline wrote (all, or the ``wanted``),
+    checked as it may come from elsewhere: UTF-8, two fields a line, the integer plain digits,
+    the ``_id`` one that :func:`_check_id` passes (it is written into TREC runs), with the line."""
     out: dict[int, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        first = fh.readline().rstrip("\n").split("\t")
-        if first != list(header):
-            raise InputError(at(path, 1), f"expected the header {'<TAB>'.join(header)}, found {first!r}; "
-                                          "the file is not an id mapping the pipeline wrote")
-        for n, line in enumerate(fh, start=2):
-            parts = line.rstrip("\n").split("\t")
-            try:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:  # newline="": a '\r' stays in the _id, refused
+            first = fh.readline().rstrip("\n").split("\t")
+            if first != list(header):
+                raise InputError(at(path, 1), f"expected the header {'<TAB>'.join(header)}, found {first!r}; "
+                                              "the file is not an id mapping the pipeline wrote")
+            for n, line in enumerate(fh, start=2):
+                text = line.rstrip("\n")
+                parts = text.split("\t")
+                if len(parts) != 2 or not re.fullmatch(r"[0-9]{1,19}", parts[0]):
+                    raise InputError(at(path, n), f"expected '<integer><TAB><_id>', found {text!r}")
+                value = _check_id(parts[1], at(path, n), what)
                 key = int(parts[0])
-                value = parts[1]
-            except (ValueError, IndexError):
-                raise InputError(at(path, n), f"expected '<integer><TAB><_id>', found {line.rstrip()!r}") from None
-            if wanted is None or key in wanted:
-                out[key] = value
+                if wanted is None or key in wanted:
+                    out[key] = value
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     return out
 
 
 def read_doc_ids(path: str | os.PathLike, wanted: Iterable[int] | None = None) -> dict[int, str]:
     """``{passage id: document _id}`` of a converted corpus (``beir-doc-ids.tsv``)."""
-    return _read_id_map(path, DOC_IDS_HEADER, None if wanted is None else set(wanted))
+    return _read_id_map(path, DOC_IDS_HEADER, "document _id", None if wanted is None else set(wanted))
 
 
 def read_query_ids(path: str | os.PathLike) -> list[str]:
     """The query ``_id`` of each line of a converted test set's question file, in order."""
-    ids = _read_id_map(path, QUERY_IDS_HEADER)
+    ids = _read_id_map(path, QUERY_IDS_HEADER, "query _id")
     if sorted(ids) != list(range(len(ids))):
         raise InputError(str(path), "the question numbers are not 0, 1, ... in order; the file is damaged, convert "
                                     "the test set again")
@@ -460,6 +480,16 @@ def answer_match_qrels(questions: Iterable[tuple[str, Sequence[str]]], passages:
     return qrels
 
 
+def md_code_span(text: str) -> str:
+    """``text`` (a file name of the user's, a command line) as a Markdown code span, shown as
+    written and never read as Markdown or HTML: fenced by more backticks than any run of them in
+    it (which would close the span), line breaks as spaces (a blank line would end it)."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""  # else a fence or stripped
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def squad_to_beir(source: str | os.PathLike, folder: str | os.PathLike, **squad_options) -> dict:
     """SQuAD v1.1 as a BEIR folder: DPR's 100-word passages of :func:`dcsr.data.squad.squad_to_dpr`
     (``_id`` = the DPR conversion's passage id) as the corpus, the test questions of its
@@ -480,7 +510,8 @@ def squad_to_beir(source: str | os.PathLike, folder: str | os.PathLike, **squad_
              "judgments": sum(len(v) for v in qrels.values()), "articles": data.stats["articles"]}
     readme = (
         f"# SQuAD v1.1 as a BEIR collection\n\n"
-        f"Converted from {Path(source).name} by workflow/scripts/squad_to_beir.py (dcsr.data.beir.squad_to_beir).\n\n"
+        f"Converted from {md_code_span(Path(source).name)} by workflow/scripts/squad_to_beir.py "
+        "(dcsr.data.beir.squad_to_beir).\n\n"
         f"- corpus.jsonl: {len(data.passages)} passages, every article cut into {squad_options.get('passage_words', 100)}-word "
         "blocks as DPR cut Wikipedia (dcsr.data.squad); `_id` is the passage id of the DPR-format conversion.\n"
         f"- queries.jsonl: the {len(qids)} questions of the {data.stats['articles']['test']} test articles of the "

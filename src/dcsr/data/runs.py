@@ -12,6 +12,7 @@ start with ``#`` are comments.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import defaultdict
@@ -74,6 +75,9 @@ def iter_trec_lines(path: str | os.PathLike) -> Iterator[tuple[int, int, int | N
                 if score != score:
                     raise InputError(at(path, line_no), f"score {parts[4]!r} is not a number; a NaN score has no "
                                                         "place in a ranking (trec_eval would order it arbitrarily)")
+                if math.isinf(score):
+                    raise InputError(at(path, line_no), f"score {parts[4]!r} is infinite; a ranking's scores are "
+                                                        "finite (fusion would divide by an infinite span)")
                 yield line_no, qid, pid, rank, score
     except UnicodeDecodeError:
         raise not_utf8(path) from None

@@ -26,12 +26,14 @@ STATISTICS = BUCKETS + ("avg", "questions", "passages")
 
 
 def _gold_key(ctx: dict) -> tuple:
-    """A passage's identity: its ``passage_id`` when the file gives one, else (title, text).
+    """A passage's identity: its ``passage_id`` when the file gives one, else (title, text). An
+    empty ``passage_id`` is none (as :func:`dcsr.evaluation.trec_eval.gold_qrels` reads it): the
+    passages given so are not one passage.
 
     A passage given with an id in one record and without in another counts twice; DPR's
     files give ids either everywhere or nowhere.
     """
-    if "passage_id" in ctx:
+    if ctx.get("passage_id") not in (None, ""):
         return ("id", ctx["passage_id"])
     return ("text", ctx["title"], ctx["text"])
 

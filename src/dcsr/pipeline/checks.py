@@ -406,7 +406,7 @@ def check_text(config: Any, path: tuple = ()) -> None:
 
 def check_names(config: Mapping) -> None:
     """The names that become wildcards, file names and arguments (corpora, datasets, models,
-    encoders, tables, attribution families, generated domains) in one line each, before the
+    encoders, tables, attribution families, generated domains, the papers' names of datasets) in one line each, before the
     schema's longer message: letters, digits and ``_ . -``, starting with a letter or digit, 64
     characters at most (config/schema.yaml's ``name``)."""
     def bad(where, name):
@@ -419,9 +419,12 @@ def check_names(config: Mapping) -> None:
             if not isinstance(name, str) or not NAME.fullmatch(name):
                 bad((section,), name)
     for name, ds in (config.get("datasets") or {}).items():
-        domain = ds.get("generated") if isinstance(ds, Mapping) else None
-        if domain is not None and (not isinstance(domain, str) or not NAME.fullmatch(domain)):
-            bad(("datasets", name, "generated"), domain)
+        # a domain, and the papers' name of a dataset, which a table's script takes as an argument
+        # (one starting with "-" was read as an option, a "-" as "no name")
+        for key in ("generated", "paper_name"):
+            value = ds.get(key) if isinstance(ds, Mapping) else None
+            if value is not None and (not isinstance(value, str) or not NAME.fullmatch(value)):
+                bad(("datasets", name, key), value)
     for name in ((config.get("attribution") or {}).get("families") or {}):
         if not isinstance(name, str) or not NAME.fullmatch(name):
             bad(("attribution", "families"), name)
@@ -457,6 +460,9 @@ def check_results_folder(results: str) -> None:
     UTF-8 mode), so the C library's codeset (``nl_langinfo(CODESET)``), which the jobs' programs
     inherit, is checked too: Anserini's Java fails on such a path, its cause in the job's log only."""
     where = "config: results"
+    if "{" in results or "}" in results:
+        raise InputError(where, f"{results!r} holds a brace, which Snakemake reads as a wildcard in every path under "
+                                "it (its rules would fail with a message about wildcards): give a path without { or }")
     if not results.isascii():
         codesets = [locale.nl_langinfo(locale.CODESET), sys.getfilesystemencoding()]
         wrong = next((c for c in codesets if not _is_utf8(c)), None)

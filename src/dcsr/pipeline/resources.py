@@ -11,6 +11,8 @@ question file). SQuAD v1.1 itself comes from its official site, under its own ba
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -74,6 +76,19 @@ def download_settings(section: dict) -> dict:
     out = {k: v for k, v in DOWNLOAD_DEFAULTS.items() if k != "lock_name"}
     out.update(section)
     out.setdefault("lock", f"{out['dir'].rstrip('/')}/{DOWNLOAD_DEFAULTS['lock_name']}")
+    # The downloads folder may lie outside results: (a cache shared by several runs), so what
+    # lands there is named by the pipeline: DPR's file names, and a lock file that is a .json,
+    # never a name a config chose for it (~/.bashrc, which the lock's JSON would replace: its
+    # URLs, the config's, would then run as shell at the next login).
+    for key in ("dir", "lock"):
+        if "{" in str(out[key]) or "}" in str(out[key]):
+            raise InputError(f"config: downloads.{key}", f"{out[key]!r} holds a brace, which Snakemake reads as a "
+                                                         "wildcard in a path: give a path without { or }")
+    name = os.path.basename(str(out["lock"]).rstrip("/"))
+    if not name.endswith(".json") or name.startswith("."):
+        raise InputError("config: downloads.lock", f"{out['lock']!r}: the lock file's name must end in .json and not "
+                                                   "start with a dot (it is written, replacing what is there): give "
+                                                   f"one such as {DOWNLOAD_DEFAULTS['lock_name']}")
     return out
 
 

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 from dcsr.data.beir import CORPUS, QUERIES, iter_corpus, qrels_file, read_queries
 from dcsr.data.formats import iter_passages, iter_qas, one_line
 from dcsr.errors import InputError
-from dcsr.evaluation.claims import RESAMPLES, Comparison, compare_paired, holm
+from dcsr.evaluation.claims import RESAMPLES, Comparison, compare_paired, holm, p_text, points_text
 from dcsr.evaluation.trec_eval import BEIR_RUN_MEASURES, beir_run_by_question, measure_beir_run
 from dcsr.pipeline.config import DEV_VARIANT
 from dcsr.pipeline.plan import Plan
@@ -328,7 +328,8 @@ def comparisons_table(comparisons: Sequence[PairedComparison], seed: int = 0) ->
              "|---|---|---|---:|---|---:|---:|---:|---|"]
     for pc in comparisons:
         c = pc.comparison
-        lines.append(f"| {pc.other} - {pc.baseline} | {pc.kind} | {pc.dataset} | {c.difference:+.2f} | "
-                     f"[{c.low:+.2f}, {c.high:+.2f}] | {c.only_baseline} / {c.only_method} | {c.p_value:.2g} | "
-                     f"{pc.p_holm:.2g} | {pc.reading} |")
+        # written to the side of 0 and of 0.05 that the reading took them on (claims.points_text, p_text)
+        lines.append(f"| {pc.other} - {pc.baseline} | {pc.kind} | {pc.dataset} | {points_text(c.difference, 2)} | "
+                     f"[{points_text(c.low, 2)}, {points_text(c.high, 2)}] | {c.only_baseline} / {c.only_method} | "
+                     f"{p_text(c.p_value, 2)} | {p_text(pc.p_holm, 2)} | {pc.reading} |")
     return "\n".join(lines) + "\n"

@@ -225,9 +225,22 @@ dimension {dim}, {index_type}. `index` is a FAISS index, `docid` names its vecto
 """
 
 
+def _command(*args: str) -> str:
+    """``python -m pyserini.search.faiss`` with ``args`` (then ``...``, the rest of the user's) as
+    a Markdown code span: each argument quoted for the shell (``shlex.quote``), so that a results
+    folder named ``r $(touch x)`` or ``r'; touch x; '`` stays one argument when the line is
+    copied, and fenced so that no backtick in it ends the span."""
+    import shlex
+
+    from dcsr.data.beir import md_code_span
+
+    return md_code_span(" ".join(["python -m pyserini.search.faiss", *map(shlex.quote, args), "..."]))
+
+
 def _readme(info: dict, out: str) -> str:
     """The README's code: paths as Python literals (``repr``), so that a results folder named with
-    quotes (``x"); __import__("os").system("..."); ("``) stays a string when the code is copied."""
+    quotes (``x"); __import__("os").system("..."); ("``) stays a string when the code is copied,
+    and quoted for the shell in its command lines (:func:`_command`)."""
     enc, corpus = info["query_encoder"], info["corpus"] or "<corpus>"
     if enc is not None:
         cls = enc["class"].rsplit(".", 1)[1]
@@ -240,16 +253,18 @@ def _readme(info: dict, out: str) -> str:
         if cls == "AutoQueryEncoder":
             notes += (f"AutoQueryEncoder cuts a question at the tokenizer's model_max_length, saved as the model's "
                       f"question_max_length ({enc['question_max_length']} tokens), as our search does. From the "
-                      f"command line, name the class and its settings: `python -m pyserini.search.faiss --index "
-                      f"{out} --encoder {out}/{QUERY_ENCODER_DIR} --encoder-class auto --pooling "
-                      f"{enc['kwargs']['pooling']}{' --l2-norm' if enc['kwargs']['l2_norm'] else ''} ...`; without "
-                      "--encoder-class, Pyserini picks a class from the folder's name, and a DPR class loads this "
-                      "encoder with new random weights, without an error.")
+                      "command line, name the class and its settings: "
+                      + _command("--index", out, "--encoder", f"{out}/{QUERY_ENCODER_DIR}", "--encoder-class", "auto",
+                                 "--pooling", str(enc["kwargs"]["pooling"]),
+                                 *(["--l2-norm"] if enc["kwargs"]["l2_norm"] else []))
+                      + "; without --encoder-class, Pyserini picks a class from the folder's name, and a DPR class "
+                      "loads this encoder with new random weights, without an error.")
         else:
             notes += (f"DprQueryEncoder does not cut a question at the model's question_max_length "
                       f"({enc['question_max_length']} tokens): a longer question is encoded whole (ours are cut). "
-                      f"From the command line: `python -m pyserini.search.faiss --index {out} --encoder "
-                      f"{out}/{QUERY_ENCODER_DIR} --encoder-class dpr ...`.")
+                      "From the command line: "
+                      + _command("--index", out, "--encoder", f"{out}/{QUERY_ENCODER_DIR}", "--encoder-class", "dpr")
+                      + ".")
         if enc.get("question_text") == "dpr":
             notes += (" The model trained on questions with a right single quote written ' (DPR's normalize_question, "
                       "`question_text: dpr`), and Pyserini's encoders take a question as given: write "
