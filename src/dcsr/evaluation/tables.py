@@ -259,13 +259,13 @@ def write_retrieval_table(rows: Sequence[Row], metrics: Sequence[str], paper: di
                      "test set's dataset).")
     if measures:
         lines.append("- Columns marked *: the run's standard measure (ir_measures, trec_eval's code, on the TREC run "
-                     "file) x 100, against answer-match qrels pooled over this table's runs on the row's test set "
+                     "file in its own ranking: tied scores in the run's order, as top-k reads them) x 100, against answer-match qrels pooled over this table's runs on the row's test set "
                      "(TREC pooling: each passage some run retrieved within the depth, judged by DPR's matching), so "
                      "every row of a test set is measured against the same judgments, and runs outside the table "
                      "change none of them; the pools are listed below (dcsr.evaluation.trec_eval).")
     if qrels_metrics:
         lines.append("- Columns marked (qrels): the run's nDCG@10, R@100 (the share of the relevant passages in its "
-                     "top 100) and MRR@10 x 100 (ir_measures, trec_eval's code) against the test set's own qrels (a "
+                     "top 100) and MRR@10 x 100 (ir_measures, trec_eval's code, in the run's own ranking) against the test set's own qrels (a "
                      "BEIR collection), on the run with the collection's original ids (`*.original-ids.run` beside "
                      "it); such a test set has no answers, so no top-k answer recall"
                      + ("; top-k is answer match, on the other test sets." if mixed else "."))
