@@ -1,6 +1,7 @@
 """The attribution tables and figures, computed from a hand-made pair matrix."""
 import csv
 import json
+import math
 
 import pytest
 
@@ -111,6 +112,13 @@ def test_a_zero_tandem_stops_figure2_instead_of_dropping_its_bar(spec):
         m.add(q, p, t, {"top20": top20, "top100": top20 + 10}, source=f"{q}-{p}-{t}.json")
     with pytest.raises(InputError, match="b-b-B.json: tandem top20 is 0"):
         marginal_rows(m, spec, "DPR")
+    # a tandem of 0 on a metric that is not plotted (top-1 of a weak model) leaves its relative values out
+    m = PairMatrix()
+    for (q, p, t), v in TOP20.items():
+        m.add(q, p, t, {"top20": float(v), "top100": 0.0 if (q, p, t) == ("b", "b", "B") else v + 10.0},
+              source=f"{q}-{p}-{t}.json")
+    rows = {(r["dataset"], r["metric"]): r for r in marginal_rows(m, spec, "DPR")}
+    assert math.isnan(rows[("B", "top100")]["question_relative"]) and rows[("B", "top20")]["question_relative"] > 0
 
 
 def test_marginalization_outputs(matrix_csv, spec, tmp_path):

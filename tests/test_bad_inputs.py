@@ -565,9 +565,9 @@ CASES: dict[str, Case] = {
         "{tmp}/beir/qrels/test.tsv:1: expected the header 'query-id<TAB>corpus-id<TAB>score', found "
         "'q1\\td1\\t1'; BEIR's qrels files start with it", qrels=BEIR_QRELS.split("\n", 1)[1]),
     "beir-id-control-character": beir_corpus_case(
-        BEIR_CORPUS.replace('"d2"', '"d2\\u200b"'),
-        "{tmp}/beir/corpus.jsonl:2: document '_id' 'd2\\u200b' holds the control or format character U+200B "
-        "(ZERO WIDTH SPACE), which does not show in an id and which other tools read apart; rename it"),
+        BEIR_CORPUS.replace('"d2"', '"d2\\u202e"'),
+        "{tmp}/beir/corpus.jsonl:2: document '_id' 'd2\\u202e' holds the control character U+202E "
+        "(RIGHT-TO-LEFT OVERRIDE), which does not show in an id and which other tools read apart; rename it"),
     "beir-qrels-score-not-plain-digits": beir_queries_case(
         "{tmp}/beir/qrels/test.tsv:3: score '1_0' is not an integer (plain digits, as 0, 1 or 2)",
         qrels=BEIR_QRELS.replace("q2\td2\t1", "q2\td2\t1_0")),

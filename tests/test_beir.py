@@ -527,30 +527,33 @@ def _small_beir(beir: Path, corpus_ids=("d1", "d2"), qrels="query-id\tcorpus-id\
     (beir / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
 
 
-@pytest.mark.parametrize("bad, shown", [("d\x00x", "U+0000"), ("d3\u200b", "U+200B (ZERO WIDTH SPACE)"),
-                                        ("\x1b[31md", "U+001B"), ("d\u202ex", "U+202E (RIGHT-TO-LEFT OVERRIDE)")])
-def test_an_id_with_a_control_or_format_character_is_refused_naming_its_line(tmp_path, bad, shown):
-    """A NUL, an ANSI escape, a zero-width space or a bidi override in an ``_id`` (or a qrels id)
-    went into the pipeline's id mapping and TREC runs, invisible, and read apart by other tools
-    (C strings end at the NUL); refused with the file and line, nothing written."""
+@pytest.mark.parametrize("bad, shown", [("d\x00x", "U+0000"), ("\x1b[31md", "U+001B"),
+                                        ("d\u202ex", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+                                        ("d\u2066x", "U+2066 (LEFT-TO-RIGHT ISOLATE)")])
+def test_an_id_with_a_control_character_is_refused_naming_its_line(tmp_path, bad, shown):
+    """A NUL, an ANSI escape or a bidi override in an ``_id`` (or a qrels id) went into the
+    pipeline's id mapping and TREC runs, invisible, and read apart by other tools (C strings end
+    at the NUL); refused with the file and line, nothing written."""
     beir, out = tmp_path / "beir", tmp_path / "out"
     _small_beir(beir, corpus_ids=("d1", bad))
     with pytest.raises(InputError) as e:
         convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
-    assert str(e.value).startswith(f"{beir / 'corpus.jsonl'}:2: document '_id' {bad!r} holds the control or "
-                                   f"format character {shown}")
+    assert str(e.value).startswith(f"{beir / 'corpus.jsonl'}:2: document '_id' {bad!r} holds the control "
+                                   f"character {shown}")
     assert not out.exists()
     _small_beir(beir, qrels=f"query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t{bad}\t1\n")
     convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
-    with pytest.raises(InputError, match=rf"test\.tsv:3: corpus-id .* holds the control or format character"):
+    with pytest.raises(InputError, match=rf"test\.tsv:3: corpus-id .* holds the control character"):
         convert_queries(beir, "test", out / "doc-ids.tsv", out / "t.queries.tsv", out / "q-ids.tsv", out / "q.qrels")
-    # letters of any script stay ids
-    _small_beir(beir, corpus_ids=("d1", "dé-ü_٣"))
+    # letters of any script stay ids, with the format characters words need (a zero-width
+    # non-joiner in Persian, a soft hyphen, a zero-width joiner, a left-to-right mark)
+    kept = ("dé-ü_٣", "می\u200cخواهم", "Ab\u00adc", "a\u200db", "a\u200eb")
+    _small_beir(beir, corpus_ids=("d1", *kept))
     convert_corpus(beir, out / "psgs_w100.tsv", out / "doc-ids.tsv")
-    assert read_doc_ids(out / "doc-ids.tsv") == {0: "d1", 1: "dé-ü_٣"}
+    assert read_doc_ids(out / "doc-ids.tsv") == dict(enumerate(("d1", *kept)))
 
 
-@pytest.mark.parametrize("score", ["1_0", "\u0663", " 1", "+1", "1.0", ""])
+@pytest.mark.parametrize("score", ["1_0", "\u0663", "\u00a01", "+1", "1.0", ""])
 def test_a_beir_qrels_score_that_is_not_plain_digits_is_refused(tmp_path, score):
     """Python's int() read '1_0' as 10 and the Arabic-Indic digit three as 3: a score silently
     changed. A score is plain ASCII digits, with a minus sign for BEIR's negative judgments."""
@@ -559,7 +562,7 @@ def test_a_beir_qrels_score_that_is_not_plain_digits_is_refused(tmp_path, score)
         read_beir_qrels(tmp_path / "qrels" / "test.tsv")
     assert str(e.value) == (f"{tmp_path / 'qrels' / 'test.tsv'}:3: score {score!r} is not an integer (plain digits, "
                             "as 0, 1 or 2)")
-    _small_beir(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t-1\n")
+    _small_beir(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t2 \nq2\td2\t -1\n")  # spaces, as BEIR reads them
     assert read_beir_qrels(tmp_path / "qrels" / "test.tsv") == {"q1": {"d1": 2}, "q2": {"d2": -1}}
 
 
@@ -582,7 +585,7 @@ def test_an_id_mapping_is_read_as_utf8_and_its_ids_checked(tmp_path):
             ("doc-ids.tsv", b"id\t_id\n0\td1\tx\n1\td2\n", "doc-ids.tsv:2: expected '<integer><TAB><_id>'"),
             ("doc-ids.tsv", b"id\t_id\n0\td1\n1\td2\r\n", "doc-ids.tsv:3: document _id 'd2\\r' holds whitespace"),
             ("doc-ids.tsv", b"id\t_id\n0\td\x1b[2J\n1\td2\n", "doc-ids.tsv:2: document _id 'd\\x1b[2J' holds the "
-                                                             "control or format character U+001B"),
+                                                             "control character U+001B"),
             ("doc-ids.tsv", "id\t_id\n0\td1\n\u0661\td2\n".encode(), "doc-ids.tsv:3: expected '<integer><TAB><_id>'"),
             ("q-ids.tsv", b"qid\t_id\n0\tq1 Q0\n1\tq2\n", "q-ids.tsv:2: query _id 'q1 Q0' holds whitespace"),
             ("q-ids.tsv", b"qid\t_id\n0\tq\xc01\n1\tq2\n", "q-ids.tsv:2: not UTF-8 text")]:

@@ -127,7 +127,7 @@ def test_scores_are_written_in_full_so_trec_eval_ranks_as_we_do(tmp_path):
     # it is relevant, so RR@10 is 1 for each question
     qrels = {"0": {"1": 1}, "1": {"10": 1}, "2": {"5": 1}}
     judged = [ir_measures.Qrel(q, d, r) for q, docs in qrels.items() for d, r in docs.items()]
-    assert measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10"]) == {"RR@10": 100.0}
+    assert measure_run(read_trec(tmp_path / "r.trec"), qrels, ["RR@10"], order="score") == {"RR@10": 100.0}
     assert measure_run({q: hits[::-1] for q, hits in run.items()}, qrels, ["RR@10"], order="score") == {"RR@10": 100.0}
     # measured by default on the list's own ranking, the reversed list has its relevant hit last
     assert measure_run({q: hits[::-1] for q, hits in run.items()}, qrels, ["RR@10"]) == \

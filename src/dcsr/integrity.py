@@ -257,8 +257,8 @@ def check_digest_map(digests, where: str) -> None:
 
 def file_inside(root: str | os.PathLike, name: str, where: str) -> Path | None:
     """``root / name`` when ``name`` is a relative path without ``..`` to a regular file inside
-    the folder ``root`` that no link leads to (the folder itself may be a link), None when there
-    is no such file; a name that is absolute, holds ``..``, or leads through a link or out of
+    the folder ``root`` (through links that stay inside it; the folder itself may be a link),
+    None when there is no such file; a name that is absolute, holds ``..``, or leads out of
     ``root`` is an :class:`InputError` at ``where`` (what named it), and nothing outside ``root``
     is opened."""
     from pathlib import PurePosixPath
@@ -267,21 +267,18 @@ def file_inside(root: str | os.PathLike, name: str, where: str) -> Path | None:
     if not parts or "\0" in name or PurePosixPath(name).is_absolute() or ".." in parts:
         raise InputError(where, f"names the file {name!r}, which is not a relative path inside the folder {root} "
                                 "(absolute, or with '..'); no file outside it is read")
-    here = Path(root)
-    for part in parts:
-        here = here / part
-        try:
-            st = os.lstat(here)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if stat.S_ISLNK(st.st_mode):
-            raise InputError(where, f"names the file {name!r}, but {here} is a symbolic link; no file is read "
-                                    "through a link (a saved model holds none)")
+    here = Path(root).joinpath(*parts)
+    if not os.path.lexists(here):
+        return None
     real_root = os.path.realpath(root)
     real = os.path.realpath(here)
     if not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise InputError(where, f"names the file {name!r}, which leads outside the folder {root}; no file outside "
-                                "it is read")
+        raise InputError(where, f"names the file {name!r}, which leads outside the folder {root} (through a link); no "
+                                "file outside it is read")
+    try:
+        st = os.stat(real)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(where, f"names {name!r}, which is not a regular file ({here})")
     return here

@@ -201,10 +201,14 @@ def marginal_rows(matrix: PairMatrix, spec: AttributionSpec, family: str) -> lis
         for m in spec.metrics:
             qm = marginalize_question(matrix, q, t, m, prior)
             pm = marginalize_passage(matrix, p, t, m, prior)
+            tandem = matrix.score(q, p, t, m)
+            # the plotted metric's bars need a tandem (0 is an error, not a bar left out); another
+            # metric's (top-1 of a weak model may be 0) is shown as "–"
+            rel = (lambda v: relative_to_tandem(matrix, v, q, p, t, m)) if m == spec.metrics[0] or tandem else \
+                (lambda v: float("nan"))
             out.append({"family": family, "dataset": t, "metric": m, "question_encoder": q, "passage_encoder": p,
-                        "question_marginal": qm, "passage_marginal": pm, "tandem": matrix.score(q, p, t, m),
-                        "question_relative": relative_to_tandem(matrix, qm, q, p, t, m),
-                        "passage_relative": relative_to_tandem(matrix, pm, q, p, t, m)})
+                        "question_marginal": qm, "passage_marginal": pm, "tandem": tandem,
+                        "question_relative": rel(qm), "passage_relative": rel(pm)})
     return out
 
 

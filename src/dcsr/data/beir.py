@@ -18,8 +18,8 @@ A BEIR folder holds ``corpus.jsonl`` (one JSON object a line: ``_id``, ``title``
 Malformed files are refused with the file and line: a byte order mark, a CRLF line end (a
 ``\\r`` would be read into an id or a score), bytes that are not UTF-8, a line that is not a JSON
 object, an ``_id`` that is missing, empty, holds whitespace (it could not be written in a TREC
-run) or a control or format character (NUL, an ANSI escape, a zero-width space: invisible, or
-read apart by other tools) or repeats, a query without text, a qrel naming an unknown query or
+run), a control character or a bidirectional override (NUL, an ANSI escape, U+202E: invisible,
+or read apart by other tools) or repeats, a query without text, a qrel naming an unknown query or
 given twice, a qrels score that is not plain digits (``1_0``, ``٣``: Python's ``int`` reads
 them as 10 and 3), qrels most of whose documents the corpus lacks, an empty corpus. They read
 what BEIR's collections hold: a qrel naming a document the corpus lacks is kept, as BEIR's
@@ -111,11 +111,18 @@ def _jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         yield n, obj
 
 
+#: Characters an id may not hold besides whitespace: controls (Unicode Cc: NUL, which ends a C
+#: string, an ANSI escape) and the bidirectional overrides and isolates, which show an id's
+#: characters in another order. Other format characters (a soft hyphen, a zero-width joiner or
+#: non-joiner, which Persian and Indic words need) are a published id's own and are kept.
+_BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
+
+
 def _check_id(value, where: str, what: str) -> str:
     """An ``_id`` (or qrels id) as the pipeline writes it into TREC files: a non-empty string
-    without whitespace (a number is taken as its text) and without control or format characters
-    (Unicode categories Cc, Cf: NUL, an ANSI escape, a zero-width space), which no one can see in
-    an id and other tools read apart."""
+    without whitespace (a number is taken as its text), control characters (Unicode Cc: NUL, an
+    ANSI escape) or bidirectional overrides, which no one can see in an id and other tools read
+    apart."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(where, f"{what} is {value!r}; expected a string")
     text = str(value)
@@ -125,9 +132,9 @@ def _check_id(value, where: str, what: str) -> str:
         if any(c.isspace() for c in text):
             raise InputError(where, f"{what} {text!r} holds whitespace, which a TREC run or qrels line cannot hold "
                                     "(its fields are separated by whitespace); rename it")
-        bad = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf")), None)
+        bad = next((c for c in text if unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS), None)
         if bad is not None:
-            raise InputError(where, f"{what} {text!r} holds the control or format character U+{ord(bad):04X} "
+            raise InputError(where, f"{what} {text!r} holds the control character U+{ord(bad):04X} "
                                     f"({unicodedata.name(bad, unicodedata.category(bad))}), which does not show in "
                                     "an id and which other tools read apart; rename it")
     return text
@@ -229,12 +236,13 @@ def read_beir_qrels(path: str | os.PathLike, queries: Mapping[str, str] | None =
         where = at(path, n)
         q = _check_id(fields[0], where, "query-id")
         d = _check_id(fields[1], where, "corpus-id")
-        if not re.fullmatch(r"-?[0-9]+", fields[2]):  # int() reads '1_0' as 10, ' 3' and '٣' as 3
+        digits = fields[2].strip(" \t")  # spaces around it, as BEIR's int() reads them
+        if not re.fullmatch(r"-?[0-9]+", digits):  # int() reads '1_0' as 10 and '٣' as 3
             raise InputError(where, f"score {fields[2]!r} is not an integer (plain digits, as 0, 1 or 2)")
         try:
-            score = int(fields[2])
+            score = int(digits)
         except ValueError:  # past Python's 4,300 digits
-            raise InputError(where, f"score {fields[2][:20]}... ({len(fields[2])} digits) is too long") from None
+            raise InputError(where, f"score {digits[:20]}... ({len(digits)} digits) is too long") from None
         if queries is not None and q not in queries:
             raise InputError(where, f"query-id {q!r} is not in the queries file (queries.jsonl)")
         if docs is not None and d not in docs:
