@@ -180,7 +180,7 @@ def score_on_squad_beir(plan: Plan, out: str | os.PathLike,
                         measures: Sequence[str] = BEIR_RUN_MEASURES) -> tuple[dict[str, BeirTestSet], list[ScoredRun]]:
     """Every SQuAD test set of ``plan``'s results as a BEIR folder under ``out``, and every run of
     :func:`scored_runs` measured against its qrels, with its answer-match top-k beside."""
-    import json
+    from dcsr.data.literals import read_json_object
 
     test_sets = {d: convert_test_set(plan, d, out) for d in squad_test_sets(plan)}
     if not test_sets:
@@ -188,8 +188,7 @@ def score_on_squad_beir(plan: Plan, out: str | os.PathLike,
                                    "score as a BEIR collection")
     rows = []
     for retriever, d, trained_on, run, metrics in scored_runs(plan):
-        with open(metrics, encoding="utf-8") as fh:
-            answer_match = json.load(fh)
+        answer_match = read_json_object(metrics, "a run's metrics (a JSON object)")
         t = test_sets[d]
         if answer_match.get("questions") != len(t.query_ids):
             raise InputError(metrics, f"scores {answer_match.get('questions')} questions, the test set has "
