@@ -566,6 +566,15 @@ def test_a_beir_qrels_score_that_is_not_plain_digits_is_refused(tmp_path, score)
     assert read_beir_qrels(tmp_path / "qrels" / "test.tsv") == {"q1": {"d1": 2}, "q2": {"d2": -1}}
 
 
+def test_qrels_are_split_as_beirs_loader_splits_them(tmp_path):
+    """BEIR's GenericDataLoader reads qrels with csv (tab-separated, QUOTE_MINIMAL): a quoted
+    "d2" is the document d2. Split on tabs alone, it was '"d2"', a document the corpus lacks: the
+    judgment was kept with a warning and the query silently scored 0."""
+    _small_beir(tmp_path, qrels='query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\t"d2"\t"1"\n')
+    assert read_beir_qrels(tmp_path / "qrels" / "test.tsv", documents={"d1", "d2"}) == {"q1": {"d1": 1},
+                                                                                    "q2": {"d2": 1}}
+
+
 def test_an_id_mapping_is_read_as_utf8_and_its_ids_checked(tmp_path):
     """The id mappings beside a converted collection (beir-doc-ids.tsv, *.query-ids.tsv) may come
     with results written elsewhere: a byte that is not UTF-8 gave a UnicodeDecodeError traceback,

@@ -367,6 +367,47 @@ def test_a_beir_corpus_is_exported_with_its_documents_ids(tmp_path):
     assert not (tmp_path / "out2").exists()
 
 
+def test_a_dcsr_docid_separator_is_one_no_document_id_holds(tmp_path):
+    """Pyserini's --max-passage-delimiter splits a docid at its first delimiter: with _ids holding
+    '#', 'a#b#3' became 'a' (two documents merged) and no other delimiter split it. The export
+    takes the first separator no _id holds and says which in export.json and the README."""
+    from dcsr.data.beir import DOC_IDS_HEADER
+
+    shards = _random_shards(tmp_path, "Flat", 1, n=3)
+    mapping = tmp_path / "beir-doc-ids.tsv"
+    mapping.write_text("\t".join(DOC_IDS_HEADER) + "\n0\ta#b\n1\tc|d\n2\te\n")
+    np.save(tmp_path / "n.npy", np.array([0, 1, 2], dtype=np.int64))
+    info = export_pyserini([(shards[0][0], shards[0][1], tmp_path / "n.npy")], tmp_path / "dcsr", method="dcsr",
+                           doc_ids=mapping)
+    assert info["sentence_separator"] == "~" and info["docid"].startswith("<document _id>~<sentence number>")
+    docids = (tmp_path / "dcsr" / DOCID_FILE).read_text().split()
+    assert docids == ["a#b~0", "c|d~1", "e~2"]
+    assert [d.split(info["sentence_separator"])[0] for d in docids] == ["a#b", "c|d", "e"]  # as --max-passage does
+    readme = (tmp_path / "dcsr" / "README.md").read_text()
+    assert "`--max-passage --max-passage-delimiter '~'`" in readme and "`<document _id>~<sentence number>`" in readme
+    # passage ids (no BEIR names) keep '#'
+    info = export_pyserini([(shards[0][0], shards[0][1], tmp_path / "n.npy")], tmp_path / "ours", method="dcsr")
+    assert info["sentence_separator"] == "#" and (tmp_path / "ours" / DOCID_FILE).read_text().split()[0] == "0#0"
+
+
+def test_a_search_setting_faiss_does_not_write_is_named_in_the_readme(tmp_path):
+    """FAISS writes nprobe into the index file but not ht (IVF-PQ's polysemous threshold, read back
+    as 0): the README said every setting was written, and Pyserini ranked otherwise than ours."""
+    import faiss
+
+    (shard,) = _random_shards(tmp_path, "IVF4,PQ8", 1, n=400)
+    info = export_pyserini([shard], tmp_path / "out", method="dpr", search_params="nprobe=4,ht=24")
+    index = faiss.read_index(str(tmp_path / "out" / INDEX_FILE))
+    assert faiss.extract_index_ivf(index).nprobe == 4 and faiss.downcast_index(index).polysemous_ht == 0
+    assert info["search_params_not_written"] == ["ht"]
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "but for ht, which FAISS does not write into the file" in readme
+    assert "faiss.ParameterSpace().set_index_parameters(searcher.index, 'nprobe=4,ht=24')" in readme
+    info = export_pyserini([shard], tmp_path / "out2", method="dpr", search_params="nprobe=4")
+    assert "search_params_not_written" not in info
+    assert "are set on the index and written with it." in (tmp_path / "out2" / "README.md").read_text()
+
+
 def test_a_dcsr_export_needs_sentence_numbers_and_dpr_vectors_are_not_sentences(tmp_path):
     shards = _random_shards(tmp_path, "Flat", 1, n=5)
     with pytest.raises(InputError, match="sentence numbers"):
@@ -459,6 +500,12 @@ def test_the_readmes_code_keeps_a_quoted_results_path_a_string(tmp_path):
             assert args[args.index("--index") + 1] == path
             assert args[args.index("--encoder") + 1] == f"{path}/query_encoder"
             assert args[args.index("--encoder-class") + 1] == ("auto" if encoder else "dpr")
+    # Pyserini's command line turns --l2-norm on for an encoder path holding "clip" or "dse"
+    dot = {"class": "pyserini.encode.AutoQueryEncoder", "kwargs": {"pooling": "mean", "l2_norm": False}}
+    for path, warned in (("/data/eclipse/out", True), ("/data/DSEts/out", True), ("/data/Clip/out", False),
+                         ("/data/plain/out", False)):
+        readme = _readme({**info, "query_encoder": {**info["query_encoder"], **dot}}, path)
+        assert ("turns --l2-norm on whatever is given" in readme) == warned, path
 
 
 def test_the_readme_says_to_write_questions_as_a_dpr_text_model_trained_on_them():

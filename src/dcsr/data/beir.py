@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import csv
 import json
 import logging
 import os
@@ -223,7 +224,8 @@ def read_beir_qrels(path: str | os.PathLike, queries: Mapping[str, str] | None =
     for n, text in _lines(path):
         if not text.strip():
             continue
-        fields = text.rstrip("\n").split("\t")
+        # as BEIR's GenericDataLoader reads them (csv, tab-separated, QUOTE_MINIMAL: "d1" is d1)
+        fields = next(csv.reader([text.rstrip("\n")], delimiter="\t", quoting=csv.QUOTE_MINIMAL))
         if not header_seen:
             header_seen = True
             if [f.strip() for f in fields] != QRELS_HEADER:

@@ -64,8 +64,13 @@ DOCID_FILE = "docid"
 QUERY_ENCODER_DIR = "query_encoder"
 EXPORT_META = "export.json"
 README = "README.md"
-#: between the passage id and the sentence number of a DCSR docid
-SENTENCE_SEPARATOR = "#"
+#: between the passage id and the sentence number of a DCSR docid: the first of these that no
+#: document _id holds (Pyserini's ``--max-passage-delimiter`` splits a docid at its first one)
+SENTENCE_SEPARATORS = ("#", "|", "~", "^", "@", "!")
+SENTENCE_SEPARATOR = SENTENCE_SEPARATORS[0]
+#: ParameterSpace settings FAISS does not write into an index file: IVF-PQ's polysemous
+#: threshold is read back as 0 (Pyserini's search would then rank otherwise than ours)
+NOT_WRITTEN = ("ht",)
 _CHUNK = 1 << 16  # vectors read back from a shard and added at a time, docids written at a time
 
 
@@ -87,12 +92,26 @@ def _flat_ip(index):
     return None
 
 
+def sentence_separator(names: Mapping[int, str] | None) -> str:
+    """The separator of a DCSR docid: ``#``, or with a BEIR corpus's ``names`` the first of
+    :data:`SENTENCE_SEPARATORS` that no ``_id`` holds, so that Pyserini's ``--max-passage`` gives
+    the document's ``_id`` back whole."""
+    if not names:
+        return SENTENCE_SEPARATOR
+    held = set().union(*(set(n) for n in names.values())) & set(SENTENCE_SEPARATORS)
+    free = next((c for c in SENTENCE_SEPARATORS if c not in held), None)
+    if free is None:
+        raise InputError("export_pyserini", f"the corpus's document _ids hold every one of {' '.join(SENTENCE_SEPARATORS)}, "
+                                            "so no separator can set a sentence number apart from an _id")
+    return free
+
+
 def docid_lines(ids: np.ndarray, sentence_numbers: np.ndarray | None, where: str,
-                names: Mapping[int, str] | None = None) -> Iterator[str]:
+                names: Mapping[int, str] | None = None, separator: str = SENTENCE_SEPARATOR) -> Iterator[str]:
     """The ``docid`` lines of one shard's vectors, in order: the passage ids, or with
-    ``sentence_numbers`` (DCSR) ``<passage id>#<sentence number>``; with ``names`` (a BEIR corpus's
-    ``{passage id: _id}``), the document's ``_id`` in place of the passage id. ``where`` names the
-    sentence numbers' file in errors (raised before the first line)."""
+    ``sentence_numbers`` (DCSR) ``<passage id><separator><sentence number>``; with ``names`` (a BEIR
+    corpus's ``{passage id: _id}``), the document's ``_id`` in place of the passage id. ``where``
+    names the sentence numbers' file in errors (raised before the first line)."""
     if sentence_numbers is not None:
         if len(sentence_numbers) != len(ids):
             raise InputError(where, f"has {len(sentence_numbers)} sentence numbers for {len(ids)} vectors; the two "
@@ -100,10 +119,11 @@ def docid_lines(ids: np.ndarray, sentence_numbers: np.ndarray | None, where: str
         if len(sentence_numbers) and int(sentence_numbers.min()) < 0:
             raise InputError(where, "holds sentence number -1 (a whole-passage vector): these are a DPR model's "
                                     "passage vectors, not DCSR's sentences")
-    return _docids(ids, sentence_numbers, names)
+    return _docids(ids, sentence_numbers, names, separator)
 
 
-def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None, names: Mapping[int, str] | None) -> Iterator[str]:
+def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None, names: Mapping[int, str] | None,
+            separator: str) -> Iterator[str]:
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK].tolist()
         if names is not None:
@@ -112,7 +132,7 @@ def _docids(ids: np.ndarray, sentence_numbers: np.ndarray | None, names: Mapping
             yield from (f"{i}\n" for i in chunk)
         else:
             sents = sentence_numbers[start : start + _CHUNK].tolist()
-            yield from (f"{i}{SENTENCE_SEPARATOR}{s}\n" for i, s in zip(chunk, sents))
+            yield from (f"{i}{separator}{s}\n" for i, s in zip(chunk, sents))
 
 
 def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike, str | os.PathLike | None]],
@@ -130,13 +150,15 @@ def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.Pa
         names = read_doc_ids(doc_ids)
     else:
         names = None
+    separator = sentence_separator(names) if any(s is not None for _, _, s in shards) else None
     with open(out_dir / DOCID_FILE, "w", encoding="utf-8") as docid:
         for n, (index_path, ids_path, sents_path) in enumerate(shards):
             index = read_index(index_path, use_gpu=False, search_params=search_params if len(shards) == 1 else "")
             ids = load_npy(ids_path, ndim=1)
             check_ids(ids, ids_path, index, index_path)
             sents = load_npy(sents_path, ndim=1) if sents_path is not None else None
-            docid.writelines(docid_lines(ids, sents, str(sents_path), _beir_names(names, doc_ids, ids, ids_path)))
+            docid.writelines(docid_lines(ids, sents, str(sents_path), _beir_names(names, doc_ids, ids, ids_path),
+                                         separator or SENTENCE_SEPARATOR))
             kind = type(faiss.downcast_index(index)).__name__
             if dim is not None and index.d != dim:
                 raise InputError(str(index_path), f"holds vectors of dimension {index.d}, and shard 0 of {dim}; "
@@ -156,6 +178,7 @@ def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.Pa
             del index, flat
     faiss.write_index(merged, str(out_dir / INDEX_FILE))
     return {"vectors": int(merged.ntotal), "dim": dim, "shards": len(shards),
+            **({"sentence_separator": separator} if separator else {}),
             "index_type": type(faiss.downcast_index(merged)).__name__,
             "merge": "copied as it is" if len(shards) == 1 else
                      f"{len(shards)} Flat shards' vectors in one IndexFlatIP, shard after shard"}
@@ -237,10 +260,25 @@ def _command(*args: str) -> str:
     return md_code_span(" ".join(["python -m pyserini.search.faiss", *map(shlex.quote, args), "..."]))
 
 
+def _not_written(search_params: str, shards: int) -> list[str]:
+    """The settings of ``search_params`` that FAISS does not write with a single shard's index
+    (:data:`NOT_WRITTEN`), each with a warning; a merged Flat index has none to write."""
+    names = [p.split("=", 1)[0].strip() for p in search_params.split(",") if p.strip()] if shards == 1 else []
+    lost = [n for n in names if n in NOT_WRITTEN]
+    for n in lost:
+        log.warning("index.search_params: FAISS does not write %s into the exported index; Pyserini must set it "
+                    "(the README says how), or it ranks otherwise than our search", n)
+    return lost
+
+
 def _readme(info: dict, out: str) -> str:
     """The README's code: paths as Python literals (``repr``), so that a results folder named with
     quotes (``x"); __import__("os").system("..."); ("``) stays a string when the code is copied,
     and quoted for the shell in its command lines (:func:`_command`)."""
+    import shlex
+
+    from dcsr.data.beir import md_code_span
+
     enc, corpus = info["query_encoder"], info["corpus"] or "<corpus>"
     if enc is not None:
         cls = enc["class"].rsplit(".", 1)[1]
@@ -259,6 +297,11 @@ def _readme(info: dict, out: str) -> str:
                                  *(["--l2-norm"] if enc["kwargs"]["l2_norm"] else []))
                       + "; without --encoder-class, Pyserini picks a class from the folder's name, and a DPR class "
                       "loads this encoder with new random weights, without an error.")
+            encoder_path = f"{out}/{QUERY_ENCODER_DIR}"
+            if not enc["kwargs"]["l2_norm"] and ("clip" in encoder_path or "dse" in encoder_path.lower()):
+                notes += (" This encoder's path holds 'clip' or 'dse', for which Pyserini's command line turns "
+                          "--l2-norm on whatever is given: the ranking is the same, its scores are cosines, not "
+                          "the dot product (the Python above keeps them).")
         else:
             notes += (f"DprQueryEncoder does not cut a question at the model's question_max_length "
                       f"({enc['question_max_length']} tokens): a longer question is encoded whole (ours are cut). "
@@ -280,12 +323,20 @@ def _readme(info: dict, out: str) -> str:
                   f"hits = searcher.batch_search(q, [str(i) for i in range(len(q))], k={depth})")
         notes = f"No query encoder: {info['no_query_encoder']}. Pass question vectors (ours, as above)."
     if info["method"] == "dcsr":
-        notes += ("\n\nThe hits are sentences (`<passage id>#<sentence number>`), a passage once per sentence "
-                  "found. DCSR's passage ranking (the top 100 x k sentences, a softmax over their scores, "
-                  "HasAns = 1 - prod(1 - p) per passage) is dcsr's, not Pyserini's: dcsr's passage runs are "
-                  f"results/runs/{corpus}/<qmodel>/{info['model']}/<dataset>.trec.")
+        sep = info.get("sentence_separator", SENTENCE_SEPARATOR)
+        notes += (f"\n\nThe hits are sentences (`{info['docid'].split(' (')[0]}`), a passage once per sentence "
+                  "found. Pyserini's " + md_code_span(f"--max-passage --max-passage-delimiter {shlex.quote(sep)}")
+                  + " keeps each passage's best sentence; DCSR's passage ranking (the top 100 x k sentences, a "
+                  "softmax over their scores, HasAns = 1 - prod(1 - p) per passage) is dcsr's, not Pyserini's: "
+                  f"dcsr's passage runs are results/runs/{corpus}/<qmodel>/{info['model']}/<dataset>.trec.")
     if info["search_params"]:
-        notes += f"\n\nindex.search_params ({info['search_params']}) are set on the index and written with it."
+        lost = info.get("search_params_not_written", [])
+        notes += f"\n\nindex.search_params ({info['search_params']}) are set on the index and written with it"
+        notes += (f", but for {', '.join(lost)}, which FAISS does not write into the file (IVF-PQ's polysemous "
+                  "threshold is read back as 0): set it on the index Pyserini loads, "
+                  + md_code_span(f"faiss.ParameterSpace().set_index_parameters(searcher.index, "
+                                 f"{info['search_params']!r})")
+                  + ", or its ranking is not ours." if lost else ".")
     return _README.format(name=info["model"], corpus=corpus, shards=info["shards"], method=info["method"],
                           vectors=info["vectors"], dim=info["dim"], index_type=info["index_type"],
                           docids=info["docid"], search=search, notes=notes)
@@ -329,8 +380,9 @@ def export_pyserini(shards: Sequence[tuple[str | os.PathLike, str | os.PathLike,
             "source": {"indexes": [str(i) for i, _, _ in shards], "model": str(model_dir) if model_dir else None},
             **stats,
             "search_params": search_params,
-            "docid": (f"{'<document _id>' if doc_ids else '<passage id>'}#<sentence number> (the passage's sentences "
-                      "counted from 0)" if sentence_level else
+            **({"search_params_not_written": lost} if (lost := _not_written(search_params, len(shards))) else {}),
+            "docid": (f"{'<document _id>' if doc_ids else '<passage id>'}{stats.get('sentence_separator')}<sentence "
+                      "number> (the passage's sentences counted from 0)" if sentence_level else
                       "the BEIR document _id, as the collection's qrels name it" if doc_ids else "the passage id"),
             "hits": ("sentences: a passage once per sentence found; DCSR's passage ranking (HasAns) is dcsr's "
                      "merge step, not Pyserini's" if sentence_level else "passages"),
