@@ -99,7 +99,10 @@ def encode_passage_with_markers(tokenizer, title: str | None, text: str, spans: 
     Caps, in order: at most ``max_sentences`` markers, and ``max_length`` tokens in all.
     A sentence counts (gets a marker) only if its marker *and at least one of its tokens* fit
     before the final ``[SEP]``; its tail may be cut, but no marker ever stands on an empty
-    sentence. Later sentences are dropped. A sentence with no tokens at all (e.g. only
+    sentence. Later sentences are dropped, from the input too (DCSR's code keeps the text after
+    its 10th marker in the input, unpooled, as context: a passage of more than ``max_sentences``
+    sentences, rare at 100 words of 8-word sentences, sees less context here; none of the
+    vendored SQuAD text's passages has more than 9). A sentence with no tokens at all (e.g. only
     characters the tokenizer drops) gets no marker. A title is cut so that one marked token
     of text always fits.
 
