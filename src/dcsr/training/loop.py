@@ -9,8 +9,9 @@ Run it in one process (CPU or one GPU) or under ``torchrun`` (DDP, one GPU per p
 gloo on CPU). Every process sees the same globally shuffled order and takes its slice of
 each *global* batch (``batch_size * world_size`` questions); question and passage vectors
 are gathered from all processes (as DPR's ``_calc_loss``) and the loss is computed on the
-global score matrix, so N processes with ``batch_size`` train exactly like one process
-with ``batch_size * N``.
+global score matrix, so N processes with ``batch_size`` train like one process with
+``batch_size * N``: exactly without dropout (tested), in distribution with it, each process
+drawing its own dropout masks (as DPR's GPUs do).
 
 Sample building is the replaceable part: :class:`SampleBuilder` turns a training record
 into a question, its passages and the index of the positive vector; DCSR subclasses it
