@@ -285,7 +285,7 @@ SECTIONS: dict[str, dict[str, Setting]] = {
                                        "sharded over every GPU, Flat in fp16; an index faiss-gpu cannot hold, such as "
                                        "SQ8 or HNSW32, stays on the CPU, and a search deeper than the 2,048 hits "
                                        "faiss-gpu returns a query goes to torch if Flat, else the CPU); torch (exact search of a Flat index in torch "
-                                       "on CUDA, fp16 vectors and fp32 scores as faiss-gpu's Flat, for faiss-cpu "
+                                       "on CUDA, fp16 vectors and questions, fp32 scores, as faiss-gpu's Flat, for faiss-cpu "
                                        "beside a CUDA torch; other factories: faiss on the CPU); false (faiss on the "
                                        "CPU). true and torch without their GPU are an error",
                   choices=INDEX_GPU),

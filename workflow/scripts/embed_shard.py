@@ -20,7 +20,7 @@ def main():
     ap.add_argument("--num-shards", type=int, required=True)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--max-length", type=int, default=None)
-    ap.add_argument("--fp16", action="store_true", help="store float16 vectors (and autocast on GPU)")
+    ap.add_argument("--fp16", action="store_true", help="store float16 vectors (the compute precision is --precision's)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--precision", default="fp32", help="compute precision: auto, fp32, bf16, fp16 (dcsr.models.precision)")
     ap.add_argument("--backend", default="torch", choices=EMBED_BACKENDS,

@@ -2,6 +2,13 @@
 question are softmax-normalised and each passage is scored by HasAns, the probability that at
 least one of its sentences holds the answer. NumPy only (no torch), so the merge jobs that
 apply it start fast; :mod:`dcsr.models.markers` re-exports these names.
+
+Against DCSR's own code: it computes ``1 - p`` in float32, so every sentence with p below about
+6e-8 counts as 1 and the passages made only of such sentences tie, left in order of first
+appearance; here (float64, log space) they are ranked, ties by the smaller passage id. The top
+of the ranking is the same: an audit on the demo's dcsr-a SQuAD shard (965 test questions)
+found top-1/5/20/100 identical at 300 and 3,000 sentences a question, the order inside the top
+100 differing for 59 and 131 questions, far down.
 """
 
 from __future__ import annotations
