@@ -254,7 +254,11 @@ class SentenceSampleBuilder(SampleBuilder):
     def filter_records(self, records: Sequence[Mapping[str, Any]]) -> tuple[list, Counter]:
         """``(trainable records, Counter of skip reasons)``; deterministic (the reason does not
         depend on the sampling RNG), so filtering once before training is exact. With
-        ``shuffle_positives`` a record is kept when any positive can serve."""
+        ``shuffle_positives`` a record is kept when any positive can serve. A record with neither
+        hard nor other negatives is kept, trained with what it has (counted as
+        ``missing_negatives``), where DCSR's ``filter_data`` drops it: DPR's files give every
+        question 50 random negatives, so that never happens on them (3 of the demo's 2,307
+        squad-a training questions)."""
         kept, reasons = [], Counter()
         for record in records:
             golds = record["positive_ctxs"] if self.shuffle_positives else record["positive_ctxs"][:1]
