@@ -104,21 +104,23 @@ def test_figure2_rows_follow_eq7(matrix_csv, spec):
     assert (b["question_marginal"], b["passage_marginal"]) == (50.0, 65.0)
 
 
-def test_a_zero_tandem_stops_figure2_instead_of_dropping_its_bar(spec):
+def test_a_zero_tandem_leaves_its_bars_out_and_says_so(spec, tmp_path):
+    """A tandem of 0 (top-1 of a tiny random model) has nothing relative to it: the relative
+    values are NaN ("–"), and the table's notes and the figure's title name it, where a bar was
+    left out without a word before."""
     from dcsr.attribution.analysis import PairMatrix
     m = PairMatrix()
     for (q, p, t), v in TOP20.items():
         top20 = 0.0 if (q, p, t) == ("b", "b", "B") else float(v)
         m.add(q, p, t, {"top20": top20, "top100": top20 + 10}, source=f"{q}-{p}-{t}.json")
-    with pytest.raises(InputError, match="b-b-B.json: tandem top20 is 0"):
-        marginal_rows(m, spec, "DPR")
-    # a tandem of 0 on a metric that is not plotted (top-1 of a weak model) leaves its relative values out
-    m = PairMatrix()
-    for (q, p, t), v in TOP20.items():
-        m.add(q, p, t, {"top20": float(v), "top100": 0.0 if (q, p, t) == ("b", "b", "B") else v + 10.0},
-              source=f"{q}-{p}-{t}.json")
     rows = {(r["dataset"], r["metric"]): r for r in marginal_rows(m, spec, "DPR")}
-    assert math.isnan(rows[("B", "top100")]["question_relative"]) and rows[("B", "top20")]["question_relative"] > 0
+    assert math.isnan(rows[("B", "top20")]["question_relative"]) and math.isnan(rows[("B", "top20")]["passage_relative"])
+    assert rows[("B", "top100")]["question_relative"] > 0 and rows[("A", "top20")]["question_relative"] > 0
+    out = {k: tmp_path / f"m.{k}" for k in ("csv", "md", "png")}
+    write_marginalization(m, spec, "DPR", out["csv"], out["md"], out["png"], tmp_path / "h.png", tmp_path / "h.csv")
+    md = out["md"].read_text()
+    assert "Tandem 0 on B (top20): nothing is relative to it" in md
+    assert "| B | top20 | 0.0 |" in md and md.count("| – | – |") == 1
 
 
 def test_marginalization_outputs(matrix_csv, spec, tmp_path):

@@ -202,10 +202,9 @@ def marginal_rows(matrix: PairMatrix, spec: AttributionSpec, family: str) -> lis
             qm = marginalize_question(matrix, q, t, m, prior)
             pm = marginalize_passage(matrix, p, t, m, prior)
             tandem = matrix.score(q, p, t, m)
-            # the plotted metric's bars need a tandem (0 is an error, not a bar left out); another
-            # metric's (top-1 of a weak model may be 0) is shown as "–"
-            rel = (lambda v: relative_to_tandem(matrix, v, q, p, t, m)) if m == spec.metrics[0] or tandem else \
-                (lambda v: float("nan"))
+            # a tandem of 0 (top-1 of a weak model) has nothing relative to it: "–", its bars left
+            # out, and said so under the table and the figure (write_marginalization)
+            rel = (lambda v: relative_to_tandem(matrix, v, q, p, t, m)) if tandem else (lambda v: float("nan"))
             out.append({"family": family, "dataset": t, "metric": m, "question_encoder": q, "passage_encoder": p,
                         "question_marginal": qm, "passage_marginal": pm, "tandem": tandem,
                         "question_relative": rel(qm), "passage_relative": rel(pm)})
@@ -237,6 +236,10 @@ def write_marginalization(matrix: PairMatrix, spec: AttributionSpec, family: str
                               for r in rows])
     lines += ["", "The paper reports Figure 2 as a plot only (no numbers): on all five of its datasets the "
                   "passage encoder's top-20 marginal is the larger."]
+    zero = [f"{r['dataset']} ({r['metric']})" for r in rows if not r["tandem"]]
+    if zero:
+        lines += ["", f"Tandem 0 on {', '.join(zero)}: nothing is relative to it, so those relative values are – "
+                      "and their bars are left out of the figure."]
     lines += _never_found_notes(matrix, spec.test_sets)
     _write_md(out_md, lines)
 
@@ -251,7 +254,9 @@ def write_marginalization(matrix: PairMatrix, spec: AttributionSpec, family: str
     ax.axhline(100.0, color="black", linewidth=0.8)
     ax.set_xticks(list(xs), [r["dataset"] for r in first])
     ax.set_ylabel(f"marginal {metric.replace('top', 'top-')} / tandem (%)")
-    ax.set_title(f"{family}: in-domain encoder marginalization")
+    missing = [r["dataset"] for r in first if not r["tandem"]]
+    ax.set_title(f"{family}: in-domain encoder marginalization"
+                 + (f"\n(tandem {metric} 0, no bars: {', '.join(missing)})" if missing else ""))
     ax.legend(fontsize=8)
     _save(fig, out_png)
 
