@@ -68,7 +68,8 @@ def replace_durably(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     fsync_dir(Path(dst).parent)
 
 
-def _inside(path: str, root: str) -> bool:
+def is_inside(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it (both resolved already: ``os.path.realpath``)."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
@@ -85,18 +86,18 @@ def check_inside_results(final: str | os.PathLike, results: str | os.PathLike | 
         return
     root = os.path.abspath(results)
     path = os.path.abspath(final)
-    if not _inside(path, root) or path == root:
+    if not is_inside(path, root) or path == root:
         return
     real_root = os.path.realpath(root)
     parent = os.path.dirname(path)
-    if _inside(os.path.realpath(parent), real_root):
+    if is_inside(os.path.realpath(parent), real_root):
         return
     # name the first link on the way that leads out
     parts = os.path.relpath(parent, root).split(os.sep)
     here = root
     for part in parts:
         here = os.path.join(here, part)
-        if os.path.islink(here) and not _inside(os.path.realpath(here), real_root):
+        if os.path.islink(here) and not is_inside(os.path.realpath(here), real_root):
             raise InputError(str(final), f"{here} is a symbolic link to {os.path.realpath(here)}, outside the "
                                          f"results folder {results}; no output is written through a link out of "
                                          "results: (remove the link)")
@@ -216,7 +217,7 @@ def check_no_link_out(results: str | os.PathLike) -> None:
                 raise InputError(p, f"is a symbolic link to {os.readlink(p)}, which does not exist; a results folder "
                                     "holds no dangling links (a job would create its target, wherever it is): "
                                     "remove it and run again")
-            if not _inside(target, real_root):
+            if not is_inside(target, real_root):
                 raise InputError(p, f"is a symbolic link to {target}, outside the results folder {results}; "
                                     "nothing is read or written through a link out of results: (Snakemake would "
                                     "delete or write files there): remove the link, or copy what it points to")

@@ -43,6 +43,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from dcsr.errors import InputError
+from dcsr.fsutil import is_inside
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +273,7 @@ def file_inside(root: str | os.PathLike, name: str, where: str) -> Path | None:
         return None
     real_root = os.path.realpath(root)
     real = os.path.realpath(here)
-    if not real.startswith(real_root.rstrip(os.sep) + os.sep):
+    if not is_inside(real, real_root):
         raise InputError(where, f"names the file {name!r}, which leads outside the folder {root} (through a link); no "
                                 "file outside it is read")
     try:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Mapping
 
 from dcsr.errors import InputError
+from dcsr.fsutil import is_inside
 
 #: A model hub id: ``name`` or ``org/name`` (letters, digits, ``-``, ``_``, ``.``).
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
@@ -204,7 +205,7 @@ def st_module_path(folder: Path, module: Mapping, where: str) -> Path:
     target = folder / rel
     if not outside:
         base, real = os.path.realpath(folder), os.path.realpath(target)
-        outside = real != base and not real.startswith(base.rstrip(os.sep) + os.sep)
+        outside = not is_inside(real, base)
     if outside:
         raise InputError(where, f"its path {rel!r} leads outside the model folder {folder}; a module's path is a "
                                 "folder inside it (relative, without '..', not a link out of it)")
