@@ -122,7 +122,9 @@ _PARAM = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,63})=([0-9]{1,9}(?:\.[0-9]{1,6})?)
 _POSITIVE = ("nprobe", "efSearch", "k_factor", "k_factor_rf")
 
 
-def _parse_search_params(search_params: str) -> list[tuple[str, float]]:
+def parse_search_params(search_params: str) -> list[tuple[str, float]]:
+    """``[(name, value)]`` of a ParameterSpace string (``index.search_params``); a malformed one is
+    an :class:`InputError` naming the config key."""
     def bad(msg):
         raise InputError("config: index.search_params", f"{search_params!r} {msg}; write FAISS ParameterSpace "
                                                          "name=value pairs joined by commas, such as nprobe=64, "
@@ -155,7 +157,7 @@ def set_search_params(index, search_params: str, what: str = "the index") -> Non
     :class:`InputError` naming ``config: index.search_params`` and the parameters it takes."""
     faiss = load_faiss()
     space = faiss.ParameterSpace()
-    for name, value in _parse_search_params(search_params):
+    for name, value in parse_search_params(search_params):
         try:
             space.set_index_parameter(index, name, value)
         except RuntimeError as e:

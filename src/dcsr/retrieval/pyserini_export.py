@@ -45,16 +45,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from dcsr.data.beir import md_code_span, read_doc_ids
 from dcsr.errors import InputError
 from dcsr.fsutil import atomic_path
 from dcsr.integrity import file_digests
-from dcsr.retrieval.index import check_ids, load_npy, read_index
+from dcsr.retrieval.index import check_ids, load_npy, parse_search_params, read_index
 from dcsr.retrieval.placement import load_faiss
 
 log = logging.getLogger(__name__)
@@ -145,8 +147,6 @@ def write_index_and_docids(shards: Sequence[tuple[str | os.PathLike, str | os.Pa
         raise InputError("export_pyserini", "no shard indexes to export")
     merged, kind, dim = None, None, None
     if doc_ids is not None:
-        from dcsr.data.beir import read_doc_ids
-
         names = read_doc_ids(doc_ids)
     else:
         names = None
@@ -253,18 +253,13 @@ def _command(*args: str) -> str:
     a Markdown code span: each argument quoted for the shell (``shlex.quote``), so that a results
     folder named ``r $(touch x)`` or ``r'; touch x; '`` stays one argument when the line is
     copied, and fenced so that no backtick in it ends the span."""
-    import shlex
-
-    from dcsr.data.beir import md_code_span
-
     return md_code_span(" ".join(["python -m pyserini.search.faiss", *map(shlex.quote, args), "..."]))
 
 
 def _not_written(search_params: str, shards: int) -> list[str]:
     """The settings of ``search_params`` that FAISS does not write with a single shard's index
     (:data:`NOT_WRITTEN`), each with a warning; a merged Flat index has none to write."""
-    names = [p.split("=", 1)[0].strip() for p in search_params.split(",") if p.strip()] if shards == 1 else []
-    lost = [n for n in names if n in NOT_WRITTEN]
+    lost = [n for n, _ in parse_search_params(search_params) if n in NOT_WRITTEN] if shards == 1 else []
     for n in lost:
         log.warning("index.search_params: FAISS does not write %s into the exported index; Pyserini must set it "
                     "(the README says how), or it ranks otherwise than our search", n)
@@ -275,10 +270,6 @@ def _readme(info: dict, out: str) -> str:
     """The README's code: paths as Python literals (``repr``), so that a results folder named with
     quotes (``x"); __import__("os").system("..."); ("``) stays a string when the code is copied,
     and quoted for the shell in its command lines (:func:`_command`)."""
-    import shlex
-
-    from dcsr.data.beir import md_code_span
-
     enc, corpus = info["query_encoder"], info["corpus"] or "<corpus>"
     if enc is not None:
         cls = enc["class"].rsplit(".", 1)[1]
