@@ -112,10 +112,15 @@ def package_model_dir(name: str, where: str | None = None) -> Path:
     return folder
 
 
+def is_builtin_tiny(name: str) -> bool:
+    """Whether an init names the tiny random BERT built in-process: ``tiny`` or ``tiny:<seed>``."""
+    return name == "tiny" or name.startswith("tiny:")
+
+
 def resolve_checkpoint(name: str) -> str:
     if name.startswith("pkg:"):
         return str(package_model_dir(name))
-    if name == "tiny" or name.startswith("tiny:"):
+    if is_builtin_tiny(name):
         return str(tiny_checkpoint(int(name[5:] or 0) if name != "tiny" else 0))
     return name
 
@@ -251,7 +256,7 @@ def encoder_width(name: str) -> int | None:
     folder's or a ``pkg:`` model's config.json (``hidden_size``; a DPR checkpoint's
     ``projection_dim`` where it has one), the tiny model's :data:`~dcsr.models.tiny.TINY_HIDDEN`;
     None where it is not known here (a hub id, a config.json without it)."""
-    if name == "tiny" or name.startswith("tiny:"):
+    if is_builtin_tiny(name):
         from dcsr.models.tiny import TINY_HIDDEN
 
         return TINY_HIDDEN
@@ -282,7 +287,7 @@ def is_random_tiny(name: str) -> bool:
     :func:`dcsr.models.tiny.make_tiny_bert` wrote (it carries its marker file)."""
     from dcsr.models.tiny import TINY_MARKER
 
-    if name == "tiny" or name.startswith("tiny:"):
+    if is_builtin_tiny(name):
         return True
     return (Path(name).expanduser() / TINY_MARKER).is_file()
 

@@ -32,7 +32,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Iterable
 
-from dcsr.models.checkpoints import VOCAB_OF_TINY, init_pair
+from dcsr.models.checkpoints import VOCAB_OF_TINY, init_pair, is_builtin_tiny
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -239,7 +239,7 @@ def pkg_modules(config: dict) -> tuple[str, ...]:
     for model in config.get("models", {}).values():
         for name in init_pair(model["init"]):
             checkpoints.add(config.get("encoders", {}).get(name, name))
-    checkpoints = {VOCAB_OF_TINY if c == "tiny" or c.startswith("tiny:") else c for c in checkpoints}
+    checkpoints = {VOCAB_OF_TINY if is_builtin_tiny(c) else c for c in checkpoints}
     return tuple(sorted(c[len(PKG):] for c in checkpoints if c.startswith(PKG)))
 
 

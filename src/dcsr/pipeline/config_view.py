@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dcsr.attribution.analysis import percent_label
 from dcsr.errors import InputError
+from dcsr.models.checkpoints import is_builtin_tiny
 from dcsr.pipeline.config import (beir_datasets, check_config, corpus_shards, dataset_questions, dev_variants, json_arg,
                                   model_init, seed_replicas, sweep_models, train_datasets, variant_root,
                                   variant_settings)
@@ -219,7 +220,7 @@ class ConfigView:
         files = []
         for checkpoint in ([init] if isinstance(init, str) else list(init.values())):
             folder = Path(checkpoint).expanduser()
-            if checkpoint.startswith("pkg:") or checkpoint == "tiny" or checkpoint.startswith("tiny:"):
+            if checkpoint.startswith("pkg:") or is_builtin_tiny(checkpoint):
                 continue  # a package's weights (its version is in the code param), or built in-process
             if folder.is_dir() and not folder.resolve().is_relative_to(results):  # results/: another job's output
                 files += sorted(str(f) for f in folder.rglob("*")

@@ -115,18 +115,16 @@ def init_identity(init: str | Mapping[str, str]) -> dict:
     model's seed, a local checkpoint's content hash (not its path), or a model hub id with its
     revision (:func:`hub_revision`). A pair ``{question: CKPT, passage: CKPT}`` is
     ``{"question": identity, "passage": identity}`` (a pair of one checkpoint is that checkpoint's)."""
-    if not isinstance(init, str):
-        from dcsr.models.checkpoints import init_pair
+    from dcsr.models.checkpoints import init_pair, is_builtin_tiny, tiny_recipe
 
+    if not isinstance(init, str):
         question, passage = init_pair(init)
         if question == passage:
             return init_identity(question)
         return {"question": init_identity(question), "passage": init_identity(passage)}
     if init.startswith("pkg:"):
         return {"package": init[4:], "version": package_version(init[4:])}
-    if init == "tiny" or init.startswith("tiny:"):
-        from dcsr.models.checkpoints import tiny_recipe
-
+    if is_builtin_tiny(init):
         return {"tiny": init, "recipe": tiny_recipe()}
     path = Path(init).expanduser()
     if path.is_dir():  # by content: the same checkpoint elsewhere (another clone, a moved folder) resumes
