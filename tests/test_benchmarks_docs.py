@@ -71,3 +71,76 @@ def test_every_relative_link_of_a_page_resolves():
               for target in link.findall(line)
               if "://" not in target and not (page.parent / target).exists()]
     assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+# A command that runs one of our scripts: `python benchmarks/<question>/x.py ...` or
+# `python workflow/scripts/x.py ...`, continued over lines ending in a backslash, up to what the
+# shell takes as its end (`;`, `|`, `&`, `>`, a comment, a backtick) or `--` (what follows goes to
+# another program: snakemake, for run_paper_mini.py).
+OUR_COMMAND = re.compile(r"python[0-9.]*\s+((?:benchmarks|workflow/scripts)/[\w/.-]+\.py)((?:[^`\n;|&>#\\]|\\\\?\n|\\\\?(?=\s))*)")
+OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
+DECLARED = re.compile(r"""["'](--[a-z][\w-]*)["']""")
+
+
+def command_options(text: str) -> list[tuple[str, str, int]]:
+    """``(script, option, line)`` of every option a text passes to one of our scripts."""
+    out = []
+    for m in OUR_COMMAND.finditer(text):
+        args = re.split(r"\s--(?:\s|$)", m.group(2), maxsplit=1)[0]
+        line = text.count("\n", 0, m.start()) + 1
+        out += [(m.group(1), option, line) for option in OPTION.findall(args)]
+    return out
+
+
+def declared_options(script: Path) -> set[str]:
+    """The options a script declares as literals (``add_argument("--x", ...)``), its own and those of
+    the benchmarks' shared helpers it imports."""
+    text = script.read_text(encoding="utf-8")
+    for helper in ("benchmarks_common",):
+        if helper in text:
+            text += (REPO / "benchmarks" / f"{helper}.py").read_text(encoding="utf-8")
+    return set(DECLARED.findall(text))
+
+
+def help_text(script: Path) -> str:
+    """What ``script --help`` prints: for an option made at run time (``f"--{name}"``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "benchmarks")])}
+    r = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=REPO, env=env,
+                       timeout=120)
+    return r.stdout + r.stderr
+
+
+def test_every_option_a_page_passes_to_a_script_is_one_it_takes():
+    """A renamed or dropped option leaves a page's command failing at its first word: every
+    `--option` a page (the benchmark pages, their shell scripts, README and docs/) gives one of our
+    scripts is declared by it, or printed by its --help where it is made at run time."""
+    texts = [*pages(), *sorted((REPO / "benchmarks").rglob("*.sh")), REPO / "README.md",
+             *sorted((REPO / "docs").glob("*.md"))]
+    unknown, checked, helps = [], 0, {}
+    for page in texts:
+        for script, option, n in command_options(page.read_text(encoding="utf-8")):
+            path = REPO / script
+            assert path.is_file(), f"{where(page, n)}: {script} is not in the repository"
+            checked += 1
+            if option in declared_options(path):
+                continue
+            if script not in helps:
+                helps[script] = help_text(path)
+            if not re.search(re.escape(option) + r"(?![\w-])", helps[script]):
+                unknown.append(f"{where(page, n)}: {script} {option}")
+    assert checked > 100, checked  # the pages' commands were found
+    assert not unknown, "options the script does not take:\n" + "\n".join(unknown)
+
+
+def test_a_command_s_options_are_read_up_to_where_the_shell_ends_it():
+    text = ("python benchmarks/demo/prof_train.py --warmup 3 \\\n  --amp off; python benchmarks/x.py --y\n"
+            "`python workflow/scripts/run_paper_mini.py --workdir /tmp/pm -- --cores 2 --quiet rules`\n"
+            "python benchmarks/hybrid/hybrid.py --results r > out.txt --not-an-option  # --nor-this\n")
+    assert command_options(text) == [
+        ("benchmarks/demo/prof_train.py", "--warmup", 1), ("benchmarks/demo/prof_train.py", "--amp", 1),
+        ("benchmarks/x.py", "--y", 2), ("workflow/scripts/run_paper_mini.py", "--workdir", 3),
+        ("benchmarks/hybrid/hybrid.py", "--results", 4)]
