@@ -1,6 +1,7 @@
 """The benchmark pages (BENCHMARKS.md and benchmarks/**/*.md) can be rerun from the repository: no
-page names a script outside it (a `/tmp/...py` that lived on one machine), and every file of the
-repository a page names exists where it says."""
+page names a script outside it (a `/tmp/...py` that lived on one machine); every file of the
+repository that they, README.md, docs/ and config/README.md name exists where they say, and every
+option they give one of our scripts is one it takes."""
 
 import re
 from pathlib import Path
@@ -11,14 +12,20 @@ REPO = Path(__file__).resolve().parents[1]
 # word, a relative path (`benchmarks/<question>/x.py` too), `.../x.py` (an elided pattern), a glob and a
 # URL do not count; neither does /tmp as a results folder (`--config results=/tmp/...`), no script.
 OUTSIDE_SCRIPT = re.compile(r"(?<![\w.~:/>-])(~?/[\w.][^\s`'\"()<>\[\]{}|,;*]*\.(?:py|sh))\b")
-# A path of the repository's benchmarks/ folder; one holding a placeholder (<N>, $n, {a,b}, *) or
-# under benchmarks/out/ (outputs, not committed) is not checked.
-REPO_PATH = re.compile(r"(?<![\w./-])(benchmarks/[\w./-]*[\w/])")
+# A path of the repository (benchmarks/, config/, docs/, ...); one holding a placeholder (<N>, $n,
+# {a,b}, *) or under benchmarks/out/ (outputs, not committed) is not checked.
+REPO_PATH = re.compile(r"(?<![\w./-])((?:benchmarks|config|docs|envs|profiles|resources|rules|src/dcsr|tests|workflow)"
+                       r"/[\w./-]*[\w/])")
 PLACEHOLDER = re.compile(r"[<>${}*]")
 
 
 def pages():
     return [REPO / "BENCHMARKS.md", *sorted((REPO / "benchmarks").rglob("*.md"))]
+
+
+def user_pages():
+    """The benchmark pages and the pages a user reads first: README.md, docs/, config/README.md."""
+    return [*pages(), REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "config" / "README.md"]
 
 
 def where(page: Path, n: int) -> str:
@@ -50,17 +57,19 @@ def test_the_regex_tells_scripts_from_results_folders():
     assert hits("`benchmarks/*.py`, `benchmarks/<question>/x.sh`") == []
 
 
-def test_every_benchmarks_path_a_page_names_exists():
-    missing = []
-    for page in pages():
+def test_every_repository_path_a_page_names_exists():
+    missing, checked = [], 0
+    for page in user_pages():
         for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             for m in REPO_PATH.finditer(line):
                 path = m.group(1)
                 if path.startswith("benchmarks/out/") or PLACEHOLDER.search(line[m.end():m.end() + 1] + path):
                     continue
+                checked += 1
                 if not (REPO / path).exists():
                     missing.append(f"{where(page, n)}: {path}")
-    assert not missing, "paths named by a benchmark page that are not in the repository:\n" + "\n".join(missing)
+    assert checked > 500, checked  # the pages' paths were found
+    assert not missing, "paths named by a page that are not in the repository:\n" + "\n".join(missing)
 
 
 def test_every_relative_link_of_a_page_resolves():
@@ -118,8 +127,7 @@ def test_every_option_a_page_passes_to_a_script_is_one_it_takes():
     """A renamed or dropped option leaves a page's command failing at its first word: every
     `--option` a page (the benchmark pages, their shell scripts, README and docs/) gives one of our
     scripts is declared by it, or printed by its --help where it is made at run time."""
-    texts = [*pages(), *sorted((REPO / "benchmarks").rglob("*.sh")), REPO / "README.md",
-             *sorted((REPO / "docs").glob("*.md"))]
+    texts = [*user_pages(), *sorted((REPO / "benchmarks").rglob("*.sh"))]
     unknown, checked, helps = [], 0, {}
     for page in texts:
         for script, option, n in command_options(page.read_text(encoding="utf-8")):
