@@ -221,6 +221,11 @@ def test_export_to_dprs_format_round_trips(dpr_pair, tmp_path, one_thread, token
     info = export_model(tmp_path / "m", tmp_path / "export", "pub")
     assert info["format"] == "dpr" and info["passage_encoder"] == "ctx_encoder" and info["token_types"] == token_types
     assert info["question_text"] == question_text  # what the user must feed it, said
+    readme = (tmp_path / "export" / "README.md").read_text()
+    assert ("`question.replace(\"\\u2019\", \"'\")` before the tokenizer" in readme) == (question_text == "dpr")
+    # a plain tokenizer(text, truncation=True) cuts where training did
+    for sub, n in (("question_encoder", 32), ("ctx_encoder", 64)):
+        assert AutoTokenizer.from_pretrained(tmp_path / "export" / sub).model_max_length == n
     assert load_biencoder(tmp_path / "m")[1].token_types == token_types  # the saved model itself is as it was
     out = tmp_path / "export"
     assert json.loads((out / "export.json").read_text())["format"] == "dpr"

@@ -144,10 +144,23 @@ def save_tokenizer(tokenizer, out_dir: Path) -> None:
         Path(tmp).write_text("".join(token + "\n" for token in by_id), encoding="utf-8")
 
 
-def write_dpr_encoder(encoder, tokenizer, out_dir: Path, side: str, name: str) -> None:
+def save_tokenizer_at(tokenizer, out_dir: Path, max_length: int) -> None:
+    """:func:`save_tokenizer` with ``model_max_length`` the length the tower was trained with, where
+    ``tokenizer(text, truncation=True)`` cuts (Pyserini's ``AutoQueryEncoder``); the tokenizer is
+    left as it was."""
+    saved = tokenizer.model_max_length
+    tokenizer.model_max_length = int(max_length)
+    try:
+        save_tokenizer(tokenizer, out_dir)
+    finally:
+        tokenizer.model_max_length = saved
+
+
+def write_dpr_encoder(encoder, tokenizer, out_dir: Path, side: str, name: str, max_length: int) -> None:
     """One tower, ``encoder`` (a BERT), in ``out_dir`` as DPR's Hugging Face class of its
-    ``side`` (question: DPRQuestionEncoder, passage: DPRContextEncoder) with the tokenizer,
-    weight for weight; ``name`` (the model) is what errors name."""
+    ``side`` (question: DPRQuestionEncoder, passage: DPRContextEncoder) with the tokenizer
+    (``model_max_length`` the tower's trained ``max_length``), weight for weight; ``name`` (the
+    model) is what errors name."""
     import transformers
 
     cls_name, attr = _DPR_CLASSES[side]
@@ -157,15 +170,15 @@ def write_dpr_encoder(encoder, tokenizer, out_dir: Path, side: str, name: str) -
         getattr(dpr, attr).bert_model.load_state_dict(bert.state_dict())
         dpr.to(dtype=next(bert.parameters()).dtype)
         dpr.save_pretrained(out_dir)
-        save_tokenizer(tokenizer, out_dir)
+        save_tokenizer_at(tokenizer, out_dir, max_length)
 
 
-def write_dpr(model, tokenizer, out_dir: Path, name: str) -> None:
+def write_dpr(model, tokenizer, out_dir: Path, name: str, question_max_length: int, passage_max_length: int) -> None:
     """``out_dir/question_encoder/`` (a DPRQuestionEncoder) and ``out_dir/ctx_encoder/`` (a
     DPRContextEncoder), each with the tokenizer: the model's BERTs, weight for weight."""
     q_dir, p_dir = FOLDERS[DPR_FORMAT]
-    write_dpr_encoder(model.question_model, tokenizer, out_dir / q_dir, "question", name)
-    write_dpr_encoder(model.passage_model, tokenizer, out_dir / p_dir, "passage", name)
+    write_dpr_encoder(model.question_model, tokenizer, out_dir / q_dir, "question", name, question_max_length)
+    write_dpr_encoder(model.passage_model, tokenizer, out_dir / p_dir, "passage", name, passage_max_length)
 
 
 def write_sentence_transformer(encoder, tokenizer, out_dir: Path, pooling: str, normalize: bool,
@@ -173,18 +186,12 @@ def write_sentence_transformer(encoder, tokenizer, out_dir: Path, pooling: str, 
     """One sentence-transformers model in ``out_dir``: the Hugging Face encoder and tokenizer at
     the root (its Transformer module), ``1_Pooling/`` (mean or CLS) and, when ``normalize``,
     ``2_Normalize/``; ``max_seq_length`` is the length the model was trained with, and so is the
-    tokenizer's ``model_max_length`` (where ``tokenizer(text, truncation=True)`` cuts: Pyserini's
-    ``AutoQueryEncoder``)."""
+    tokenizer's ``model_max_length`` (:func:`save_tokenizer_at`)."""
     import importlib.metadata
 
-    saved = tokenizer.model_max_length
-    tokenizer.model_max_length = int(max_length)
-    try:
-        with _quiet_transformers():
-            encoder.save_pretrained(out_dir)
-            save_tokenizer(tokenizer, out_dir)
-    finally:
-        tokenizer.model_max_length = saved
+    with _quiet_transformers():
+        encoder.save_pretrained(out_dir)
+        save_tokenizer_at(tokenizer, out_dir, max_length)
     modules = [{"idx": 0, "name": "0", "path": "", "type": _ST_TYPES["Transformer"]},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": _ST_TYPES["Pooling"]}]
     if normalize:
@@ -242,7 +249,7 @@ scores = q @ p.T  # the dot product
 ```
 
 A passage is its title and text as a sentence pair (`[CLS] title [SEP] text [SEP]`), as DPR; a
-passage without a title is its text alone (`[CLS] text [SEP]`), not a pair with an empty title.
+passage without a title is its text alone (`[CLS] text [SEP]`), not a pair with an empty title.{question_note}
 """,
     ST_FORMAT: """# {name}: sentence-transformers
 
@@ -259,7 +266,7 @@ scores = {score}
 ```
 
 A passage is its title and text as a sentence pair (`[CLS] title [SEP] text [SEP]`), as in
-training; a passage without a title is its text alone (`p_encoder.encode(["a passage"])`). {note}
+training; a passage without a title is its text alone (`p_encoder.encode(["a passage"])`). {note}{question_note}
 """,
 }
 
@@ -306,18 +313,23 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, name:
     with atomic_path(out_dir) as tmp:
         tmp.mkdir(parents=True)
         if fmt == DPR_FORMAT:
-            write_dpr(model, tokenizer, tmp, f"model {name}")
+            write_dpr(model, tokenizer, tmp, f"model {name}", qlen, plen)
         else:
             write_sentence_transformer(model.question_model, tokenizer, tmp / q_dir, model.pooling, model.normalize, qlen)
             write_sentence_transformer(model.passage_model, tokenizer, tmp / p_dir, model.pooling, model.normalize, plen)
         _write_json(tmp / EXPORT_META, info)
         note = (f"Vectors are unit vectors: this model's own are them times sqrt({model.scale:g}) "
                 f"(scores {model.scale:g} x cosine), which ranks the same." if model.normalize else "")
+        question_note = ("" if info["question_text"] != "dpr" else
+                         "\n\nThe model was trained on questions written as DPR's `normalize_question` writes them (a "
+                         "right single quote ’ as '), and gives its own vectors for questions so written: "
+                         "`question.replace(\"\\u2019\", \"'\")` before the tokenizer.")
         (tmp / "README.md").write_text(_README[fmt].format(
             # paths as Python literals: a results folder named with quotes stays a string in the copied code
             q_path=repr(f"{out_dir}/question_encoder"), ctx_path=repr(f"{out_dir}/ctx_encoder"),
             p_path=repr(f"{out_dir}/passage_encoder"),
             name=name, source=model_dir, similarity=similarity, qlen=qlen, plen=plen, note=note,
+            question_note=question_note,
             score="q @ p.T  # cosine (unit vectors)" if model.normalize else "q @ p.T  # the dot product"),
             encoding="utf-8")
     return info

@@ -216,11 +216,11 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
         fmt = export_format(meta, f"model {name}")
         tokenizer, model, meta = load_biencoder(model_dir)
         fold_token_types(model)  # Pyserini's encoders feed the tokenizer's token types
+        qlen = int(meta.get("question_max_length", 256))
         if fmt == DPR_FORMAT:
-            write_dpr_encoder(model.question_model, tokenizer, out_dir, "question", f"model {name}")
+            write_dpr_encoder(model.question_model, tokenizer, out_dir, "question", f"model {name}", qlen)
             cls, kwargs = "DprQueryEncoder", {}
         else:
-            qlen = int(meta.get("question_max_length", 256))
             write_sentence_transformer(model.question_model, tokenizer, out_dir, model.pooling, model.normalize, qlen)
             cls, kwargs = "AutoQueryEncoder", {"pooling": model.pooling, "l2_norm": bool(model.normalize)}
     except InputError as e:
