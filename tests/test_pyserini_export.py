@@ -260,6 +260,55 @@ def test_pyserinis_auto_encoder_loads_a_mean_pooled_or_normalized_question_encod
                                rtol=1e-5, atol=1e-5)
 
 
+def _cased_copy(tiny_bert: Path, out: Path) -> Path:
+    """The tiny BERT with a tokenizer that keeps case (an uncased vocabulary: a capital is another
+    token, [UNK] here, where lowercased it is a word)."""
+    import shutil
+
+    shutil.copytree(tiny_bert, out)
+    for name, edit in (("tokenizer.json", lambda t: t["normalizer"].update(lowercase=False, strip_accents=False)),
+                       ("tokenizer_config.json", lambda t: t.update(do_lower_case=False, strip_accents=False))):
+        text = json.loads((out / name).read_text())
+        edit(text)
+        (out / name).write_text(json.dumps(text))
+    return out
+
+
+def test_a_cased_dpr_model_gets_pyserinis_auto_encoder_whose_tokenizer_keeps_case(tmp_path, tiny_bert, pyserini,
+                                                                                  one_thread):
+    """DprQueryEncoder's tokenizer class lowercases every question whatever the folder says, so a
+    cased CLS + dot-product model's question encoder goes to AutoQueryEncoder (CLS, no norm), which
+    encodes our questions as we do; the DPR export's README says to load the tokenizer with
+    AutoTokenizer."""
+    from dcsr.models.biencoder import build_biencoder, save_biencoder
+    from dcsr.models.export import export_model, lowercases
+    from dcsr.retrieval.embed import embed_questions
+    from dcsr.retrieval.pyserini_export import write_query_encoder
+
+    cased = _cased_copy(tiny_bert, tmp_path / "cased")
+    tokenizer, model = build_biencoder(str(cased), pooling="cls", normalize=False)
+    assert not lowercases(tokenizer) and tokenizer.tokenize("Where") != tokenizer.tokenize("where")
+    save_biencoder(model, tokenizer, tmp_path / "m", {"method": "dpr", "question_max_length": 32,
+                                                      "passage_max_length": 64})
+    encoder, why = write_query_encoder(tmp_path / "m", tmp_path / "q", "dpr-cased")
+    assert why is None and encoder["class"] == "pyserini.encode.AutoQueryEncoder"
+    assert encoder["kwargs"] == {"pooling": "cls", "l2_norm": False}
+    questions = ["Where is the Castle?", "where is the castle?"]
+    embed_questions(tmp_path / "m", questions, tmp_path / "ours.npy", device="cpu", progress=False)
+    ours = np.load(tmp_path / "ours.npy")
+    assert np.abs(ours[0] - ours[1]).max() > 1e-3  # case changes our vectors: a lowercasing tokenizer would not
+    theirs = pyserini.AutoQueryEncoder(encoder_dir=str(tmp_path / "q"), **encoder["kwargs"])
+    np.testing.assert_allclose(np.stack([theirs.encode(q) for q in questions]), ours, rtol=1e-5, atol=1e-5)
+    # the DPR export of the same model says so; an uncased one's does not
+    export_model(tmp_path / "m", tmp_path / "export", "dpr-cased")
+    assert "The tokenizer is cased: load it with `AutoTokenizer`" in (tmp_path / "export" / "README.md").read_text()
+    tokenizer, model = build_biencoder(str(tiny_bert), pooling="cls", normalize=False)
+    save_biencoder(model, tokenizer, tmp_path / "u", {"method": "dpr"})
+    export_model(tmp_path / "u", tmp_path / "export-u", "dpr")
+    assert "The tokenizer is cased" not in (tmp_path / "export-u" / "README.md").read_text()
+    assert write_query_encoder(tmp_path / "u", tmp_path / "qu", "dpr")[0]["class"] == "pyserini.encode.DprQueryEncoder"
+
+
 # ---------------------------------------------------------------------- DCSR
 
 

@@ -144,6 +144,15 @@ def save_tokenizer(tokenizer, out_dir: Path) -> None:
         Path(tmp).write_text("".join(token + "\n" for token in by_id), encoding="utf-8")
 
 
+def lowercases(tokenizer) -> bool:
+    """Whether ``tokenizer`` lowercases (an uncased BERT's). transformers' DPR tokenizer classes
+    (``DPRQuestionEncoderTokenizer``, ``DPRContextEncoderTokenizer``; Pyserini's
+    ``DprQueryEncoder`` loads the first) lowercase every text whatever the folder says: they take
+    ``do_lower_case`` and do not pass it on (transformers 5.24), so a cased model's DPR folder is
+    read right only by ``AutoTokenizer``."""
+    return tokenizer("A", add_special_tokens=False)["input_ids"] == tokenizer("a", add_special_tokens=False)["input_ids"]
+
+
 def save_tokenizer_at(tokenizer, out_dir: Path, max_length: int) -> None:
     """:func:`save_tokenizer` with ``model_max_length`` the length the tower was trained with, where
     ``tokenizer(text, truncation=True)`` cuts (Pyserini's ``AutoQueryEncoder``); the tokenizer is
@@ -249,7 +258,7 @@ scores = q @ p.T  # the dot product
 ```
 
 A passage is its title and text as a sentence pair (`[CLS] title [SEP] text [SEP]`), as DPR; a
-passage without a title is its text alone (`[CLS] text [SEP]`), not a pair with an empty title.{question_note}
+passage without a title is its text alone (`[CLS] text [SEP]`), not a pair with an empty title.{question_note}{case_note}
 """,
     ST_FORMAT: """# {name}: sentence-transformers
 
@@ -324,12 +333,16 @@ def export_model(model_dir: str | os.PathLike, out_dir: str | os.PathLike, name:
                          "\n\nThe model was trained on questions written as DPR's `normalize_question` writes them (a "
                          "right single quote ’ as '), and gives its own vectors for questions so written: "
                          "`question.replace(\"\\u2019\", \"'\")` before the tokenizer.")
+        case_note = ("" if fmt != DPR_FORMAT or lowercases(tokenizer) else
+                     "\n\nThe tokenizer is cased: load it with `AutoTokenizer`, as above. transformers' "
+                     "`DPRQuestionEncoderTokenizer` and `DPRContextEncoderTokenizer` (and Pyserini's "
+                     "`DprQueryEncoder`, which loads the first) lowercase every text whatever the folder says.")
         (tmp / "README.md").write_text(_README[fmt].format(
             # paths as Python literals: a results folder named with quotes stays a string in the copied code
             q_path=repr(f"{out_dir}/question_encoder"), ctx_path=repr(f"{out_dir}/ctx_encoder"),
             p_path=repr(f"{out_dir}/passage_encoder"),
             name=name, source=model_dir, similarity=similarity, qlen=qlen, plen=plen, note=note,
-            question_note=question_note,
+            question_note=question_note, case_note=case_note,
             score="q @ p.T  # cosine (unit vectors)" if model.normalize else "q @ p.T  # the dot product"),
             encoding="utf-8")
     return info

@@ -202,11 +202,12 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
     """The question encoder of the bi-encoder in ``model_dir`` in ``out_dir``, in the form
     Pyserini's query encoders load: DPR's Hugging Face format for a CLS + dot-product model
     (``DprQueryEncoder``), a Hugging Face encoder (with sentence-transformers' modules) for a
-    mean-pooled or normalized one (``AutoQueryEncoder``). Returns ``(what was written, None)``,
+    mean-pooled or normalized one, or a cased one, whose questions ``DprQueryEncoder``'s tokenizer
+    would lowercase (:func:`dcsr.models.export.lowercases`) (``AutoQueryEncoder``). Returns ``(what was written, None)``,
     or ``(None, why not)`` for a model Pyserini cannot encode questions of (DCSR, or a similarity
     neither format holds), of which nothing is written."""
     from dcsr.models.biencoder import load_biencoder, read_meta
-    from dcsr.models.export import (DPR_FORMAT, export_format, fold_token_types, write_dpr_encoder,
+    from dcsr.models.export import (DPR_FORMAT, export_format, fold_token_types, lowercases, write_dpr_encoder,
                                     write_sentence_transformer)
 
     meta = read_meta(model_dir)
@@ -217,10 +218,10 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
         tokenizer, model, meta = load_biencoder(model_dir)
         fold_token_types(model)  # Pyserini's encoders feed the tokenizer's token types
         qlen = int(meta.get("question_max_length", 256))
-        if fmt == DPR_FORMAT:
+        if fmt == DPR_FORMAT and lowercases(tokenizer):
             write_dpr_encoder(model.question_model, tokenizer, out_dir, "question", f"model {name}", qlen)
             cls, kwargs = "DprQueryEncoder", {}
-        else:
+        else:  # DprQueryEncoder's tokenizer would lowercase a cased model's questions: AutoQueryEncoder, CLS
             write_sentence_transformer(model.question_model, tokenizer, out_dir, model.pooling, model.normalize, qlen)
             cls, kwargs = "AutoQueryEncoder", {"pooling": model.pooling, "l2_norm": bool(model.normalize)}
     except InputError as e:
