@@ -21,7 +21,8 @@ rule export_encoder:
         script=lambda wc, threads: f"{SCRIPTS}/export_encoder.py",
         code=plan.code_version("export_encoder.py"),
         init=lambda wc: init_param(config, wc.model),
-        settings=lambda wc: plan.train_settings_arg(wc.model, "model"),
+        # the settings an untrained model is made of: a new learning rate re-exports no baseline
+        settings=lambda wc: plan.train_settings_arg(wc.model, "untrained"),
         method=lambda wc: plan.model_method(wc.model),
     threads: 1
     resources:

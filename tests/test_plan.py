@@ -341,3 +341,60 @@ def test_settings_that_change_no_model_ride_apart_from_those_that_do():
     config["train"].update(grad_cache_chunk=4, dropout=0.1)
     chunked = json.loads(Plan(config, basedir=REPO).train_settings_arg("dpr-a", "model"))
     assert chunked["grad_cache_chunk"] == 4
+
+
+def test_an_untrained_models_export_records_only_the_settings_it_is_made_of():
+    """export_encoder records the settings an untrained model is made of (UNTRAINED_KEYS): a new
+    learning rate, step count or negative count re-exports, and so re-embeds, no baseline; its
+    pooling, token types or (DCSR) sentences do."""
+    import json
+
+    from dcsr.pipeline.config_view import UNTRAINED_KEYS
+
+    base = Plan(load("config.yaml"), basedir=REPO)
+    dpr, dcsr = (json.loads(base.train_settings_arg(m, "untrained")) for m in ("untrained", "untrained-sent"))
+    assert set(dpr) == set(UNTRAINED_KEYS) - {"max_sentences", "splitter"} and set(dcsr) == set(UNTRAINED_KEYS)
+    tuned = load("config.yaml")
+    tuned["train"].update(learning_rate=1e-3, max_steps=99, hard_negatives=3, seed=7, batch_size=4)
+    tuned["dcsr"]["sampling"] = "bm25_2"
+    tuned = Plan(tuned, basedir=REPO)
+    for m in ("untrained", "untrained-sent"):
+        assert tuned.train_settings_arg(m, "untrained") == base.train_settings_arg(m, "untrained")
+    assert tuned.train_settings_arg("dpr-a", "model") != base.train_settings_arg("dpr-a", "model")
+    for change in ({"train": {"token_types": "zeros"}}, {"train": {"pooling": "cls"}},
+                   {"train": {"passage_max_length": 128}}, {"dcsr": {"max_sentences": 5}}):
+        config = load("config.yaml")
+        for section, values in change.items():
+            config[section].update(values)
+        other = Plan(config, basedir=REPO)
+        assert other.train_settings_arg("untrained-sent", "untrained") != base.train_settings_arg("untrained-sent",
+                                                                                                  "untrained"), change
+
+
+def test_an_untrained_model_from_its_recorded_settings_is_the_one_from_all_of_them(tiny_bert, tmp_path):
+    """export_untrained reads nothing but UNTRAINED_KEYS: given only them it writes the model (the
+    weights and every field its readers take) that it writes given every setting, odd ones too."""
+    import json
+
+    from dcsr.models.biencoder import read_meta
+    from dcsr.pipeline.config_view import UNTRAINED_KEYS
+    from dcsr.training.loop import export_untrained
+    from dcsr.training.methods import builder_class
+
+    full = {"pooling": "mean", "token_types": "zeros", "question_text": "dpr", "question_max_length": 24,
+            "passage_max_length": 48, "max_sentences": 4, "splitter": "dcsr", "learning_rate": 0.5, "max_steps": 3,
+            "hard_negatives": 4, "seed": 99, "sampling": "bm25_2", "batch_size": 2}
+    for method in ("dpr", "dcsr"):
+        given = full if method == "dcsr" else {k: v for k, v in full.items() if k not in ("max_sentences", "splitter",
+                                                                                       "sampling")}
+        out = {}
+        for name, settings in (("all", given), ("recorded", {k: v for k, v in given.items() if k in UNTRAINED_KEYS})):
+            export_untrained(settings, str(tiny_bert), tmp_path / method / name, log=lambda m: None,
+                             builder_cls=builder_class(method))
+            meta = read_meta(tmp_path / method / name)
+            out[name] = ({k: v for k, v in meta.items() if k not in ("settings", "weights_sha256", "files_sha256")},
+                         {k: meta["settings"].get(k) for k in UNTRAINED_KEYS},
+                         (tmp_path / method / name / "question_encoder" / "model.safetensors").read_bytes()
+                         if (tmp_path / method / name / "question_encoder").is_dir() else
+                         json.dumps(meta.get("weights_sha256"), sort_keys=True))
+        assert out["all"] == out["recorded"], method

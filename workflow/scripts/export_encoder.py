@@ -7,9 +7,9 @@ trained one, so the "untrained encoder" baseline flows through the same downstre
 
 (``--init '{"question": Q, "passage": P}'`` is the same pair, as rules/train.smk passes it.)
 
-Only ``pooling``, ``question_max_length``, ``passage_max_length`` and ``dropout`` of the
-settings matter here, but all keys are checked as for training. Bad input prints
-``error: ...`` and exits with status 2.
+Only the settings of ``dcsr.pipeline.config_view.UNTRAINED_KEYS`` matter here (the pipeline passes only
+them); a key missing takes its default, and every key given is checked as for training. Bad
+input prints ``error: ...`` and exits with status 2.
 """
 
 from __future__ import annotations

@@ -22,6 +22,13 @@ from dcsr.pipeline.paths import bench_path, log_path, patterns
 from dcsr.pipeline.resources import download_settings, resource_files, resource_of_file, resource_url
 from dcsr.settings import DCSR_INTERNAL, DCSR_TRAIN, LAUNCH, TRAIN, check_sections, filled, run_only_keys
 
+#: The training settings that make an untrained model (``dcsr.training.loop.export_untrained``:
+#: its encoders, their similarity and what they are fed; a DCSR model's sentences, which its
+#: readers take from ``dcsr.json``): the only ones its export job records, so that a new learning
+#: rate, step count or negative count re-exports, and so re-embeds, no untrained baseline.
+UNTRAINED_KEYS = ("pooling", "dropout", "attention_dropout", "normalize", "scale", "token_types",
+                  "question_max_length", "passage_max_length", "question_text", "max_sentences", "splitter")
+
 
 def expand_config(config: dict) -> dict:
     """Check ``config`` (already validated against config/schema.yaml) and complete it in place:
@@ -296,8 +303,11 @@ class ConfigView:
         ``"model"``, those that make the model (a recorded param); ``"run"``, those that change
         nothing of it (:func:`dcsr.settings.run_only_keys`: logging, loader workers, checkpoint
         frequency), passed in a param Snakemake does not record, so that a new value retrains
-        and re-embeds nothing; ``"all"``, both."""
+        and re-embeds nothing; ``"all"``, both; ``"untrained"``, those an untrained model's
+        export reads (:data:`UNTRAINED_KEYS`)."""
         settings = self.train_settings(model)
+        if part == "untrained":
+            return json_arg({k: v for k, v in settings.items() if k in UNTRAINED_KEYS}, sort_keys=True)
         run = run_only_keys(settings)
         if part != "all":
             settings = {k: v for k, v in settings.items() if (k in run) == (part == "run")}
