@@ -126,6 +126,7 @@ rule prepare_squad_dataset:
         args=lambda wc: plan.squad_args(wc.corpus),
         articles=lambda wc: plan.dataset_cfg(wc.dataset)["squad"]["articles"],
         download_dir=f"{plan.results}/downloads/squad",
+        lock=plan.downloads["lock"],  # a URL's file, downloaded by the corpus job, is checked again
     threads: 1
     resources:
         mem_mb=plan.resources_for("prepare_squad", "mem_mb"),
@@ -134,7 +135,7 @@ rule prepare_squad_dataset:
         "../envs/cpu.yaml"
     shell:
         "python {params.script:q} --source {params.found:q} {params.args:q} --articles {params.articles:q}"
-        " --download-dir {params.download_dir:q}"
+        " --download-dir {params.download_dir:q} --lock {params.lock:q}"
         " --train-out {output.train:q} --dev-out {output.dev:q} --test-out {output.test:q} 2> {log:q}"
 
 

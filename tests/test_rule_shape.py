@@ -179,3 +179,16 @@ def test_no_setting_rides_in_a_param_snakemake_does_not_record():
     # the script's path (its content is the code param) and a SQuAD source's, as found: a checkout
     # moved or cloned elsewhere plans no job again
     assert {("train.smk", "train_biencoder", "script"), ("data.smk", "prepare_squad", "found")} <= set(found)
+
+
+def test_every_rule_that_may_fetch_a_file_checks_it_against_the_downloads_lock():
+    """A rule whose script may download (``--download-dir``: a URL source, or its file kept from
+    an earlier job) passes the downloads' lock, so a kept file is checked against the size and
+    sha256 recorded at its first download, not reused as it is."""
+    fields: dict[str, set[str]] = {}
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        for rule, field, _ in shell_fields(path.read_text(encoding="utf-8")):
+            fields.setdefault(rule, set()).add(field)
+    fetching = sorted(r for r, f in fields.items() if "params.download_dir" in f)
+    assert {"prepare_squad", "prepare_squad_dataset"} <= set(fetching)
+    assert [r for r in fetching if "params.lock" not in fields[r]] == []
