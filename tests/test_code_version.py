@@ -182,6 +182,11 @@ def test_a_different_torch_version_plans_the_embedding_and_what_follows(versions
     cv.package_version.cache_clear()
     moved = {s for s in scripts if plan.code_version(s) != before[s]}
     assert moved == {"train_biencoder.py", "export_encoder.py"}
+    # OpenVINO runs only a passage encoder (embed.backend): questions and mining are torch's
+    before = {s: plan.code_version(s) for s in scripts}
+    versions["openvino"] = "0.0.1"
+    cv.package_version.cache_clear()
+    assert {s for s in scripts if plan.code_version(s) != before[s]} == {"embed_shard.py"}
 
 
 def test_the_digest_of_a_file_is_pinned(tmp_path):

@@ -131,13 +131,14 @@ NUMBER_PACKAGES: dict[str, tuple[str, ...]] = {
     "export_model.py": _ENCODE,
     # Pyserini's index (faiss writes it) and a DPR model's question encoder
     "export_pyserini.py": (*_ENCODE, "faiss"),
-    # embedding: torch, or the OpenVINO or ONNX Runtime twin of the encoder (embed.backend)
+    # embedding passages: torch, or the OpenVINO or ONNX Runtime twin of the encoder (embed.backend);
+    # questions (and mining's) always in torch
     "embed_shard.py": (*_ENCODE, "openvino", "onnxruntime"),
-    "embed_questions.py": (*_ENCODE, "openvino", "onnxruntime"),
+    "embed_questions.py": _ENCODE,
     "index_shard.py": ("faiss",),
     # faiss, or exact search in torch (index.gpu: torch)
     "search_shard.py": ("faiss", "torch"),
-    "mine_dense_negatives.py": (*_ENCODE, "openvino", "onnxruntime", "faiss", _MATCH),
+    "mine_dense_negatives.py": (*_ENCODE, "faiss", _MATCH),
     # BM25: Lucene, in the Anserini jar pyserini ships
     "index_bm25.py": ("pyserini",),
     "search_bm25.py": ("pyserini",),
