@@ -77,6 +77,9 @@ rule prepare_squad:
         test=GENERATED_TEST.replace("{dataset}", "{corpus}"),
     wildcard_constraints:
         corpus=plan.one_of(plan.squad_corpora()),
+    # a URL source (config/squad.yaml) is downloaded here, and compute nodes of clusters often have
+    # no internet: it runs where Snakemake runs, as download_resource (a few seconds for SQuAD dev)
+    localrule: True
     log:
         log_path("prepare_squad", "{corpus}"),
     benchmark:

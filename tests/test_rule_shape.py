@@ -192,3 +192,11 @@ def test_every_rule_that_may_fetch_a_file_checks_it_against_the_downloads_lock()
     fetching = sorted(r for r, f in fields.items() if "params.download_dir" in f)
     assert {"prepare_squad", "prepare_squad_dataset"} <= set(fetching)
     assert [r for r in fetching if "params.lock" not in fields[r]] == []
+
+
+def test_the_rules_that_download_run_where_snakemake_runs():
+    """Compute nodes of clusters often have no internet: DPR's files (download_resource) and a
+    SQuAD URL source (prepare_squad, which downloads it for its datasets too) are local rules,
+    run by Snakemake itself, not submitted."""
+    rules = all_rules()
+    assert [r for r in ("download_resource", "prepare_squad") if "localrule" not in rules[r]] == []
