@@ -21,7 +21,7 @@ rule make_table:
             {
                 "table": config["tables"][wc.table],
                 "ks": config["evaluate"]["ks"],
-                "paper_names": {d: ds.get("paper_name") for d, ds in config["datasets"].items()},
+                "paper_names": plan.table_paper_names(wc.table),
                 "cells": plan.table_spec_cells(wc.table),
                 "notes": plan.table_notes(wc.table),
             }

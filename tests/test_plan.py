@@ -398,3 +398,14 @@ def test_an_untrained_model_from_its_recorded_settings_is_the_one_from_all_of_th
                          if (tmp_path / method / name / "question_encoder").is_dir() else
                          json.dumps(meta.get("weights_sha256"), sort_keys=True))
         assert out["all"] == out["recorded"], method
+
+
+def test_a_table_records_the_paper_names_of_its_own_test_sets_only():
+    """make_table looks the paper's cells up by its columns' paper_name, and records only those:
+    a dataset added for another table reruns no table but its own (an audit: every table reran)."""
+    config = load("config.yaml")
+    plan = Plan(copy.deepcopy(config), basedir=REPO)
+    assert plan.table_paper_names("dpr_dcsr") == {"squad-a": "SQuAD", "squad-b": "SQuAD"}
+    config["datasets"]["squad-c"] = {"corpus": "squad", "squad": {"articles": "0:9"}, "match": "string",
+                                     "paper_name": "NQ"}
+    assert Plan(config, basedir=REPO).table_paper_names("dpr_dcsr") == plan.table_paper_names("dpr_dcsr")

@@ -75,6 +75,13 @@ class Targets(ConfigView):
                     if measures and not self.is_beir(cell.dataset) else {})}
                 for c, cell in self.table_cells(table)]
 
+    def table_paper_names(self, table) -> dict:
+        """``{column: paper_name}`` of a table's columns (test sets): what make_table looks the
+        paper's cells up by, and all it records of the datasets, so that a dataset added for
+        another table reruns no table but its own."""
+        columns = dict.fromkeys(cell.column for _, cell in self.table_cells(table))
+        return {d: self.config["datasets"].get(d, {}).get("paper_name") for d in columns}
+
     def original_id_runs(self):
         """Every run of a BEIR test set that a table or the attribution matrix makes, with the
         collection's original ids (``ORIGINAL_ID_RUN``, beside the run): for its own tools."""
