@@ -46,6 +46,15 @@ include: "rules/tables.smk"
 include: "rules/attribution.smk"
 
 
+# resources: names rules; a misspelled one would be taken by no job (every rule is defined by now)
+from dcsr.pipeline.config import check_resource_names  # noqa: E402
+
+try:
+    check_resource_names(config, {r.name for r in workflow.rules} | {"all"})
+except InputError as e:
+    raise WorkflowError(str(e))
+
+
 rule all:
     input:
         plan.final_outputs(),

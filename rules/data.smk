@@ -132,8 +132,8 @@ rule prepare_squad_dataset:
         lock=plan.downloads["lock"],  # a URL's file, downloaded by the corpus job, is checked again
     threads: 1
     resources:
-        mem_mb=plan.resources_for("prepare_squad", "mem_mb"),
-        runtime=plan.resources_for("prepare_squad", "runtime"),
+        mem_mb=plan.resources_for("prepare_squad_dataset", "mem_mb"),
+        runtime=plan.resources_for("prepare_squad_dataset", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -248,8 +248,8 @@ rule prepare_beir_dataset:
         split=lambda wc: plan.dataset_cfg(wc.dataset)["beir"]["split"],
     threads: 1
     resources:
-        mem_mb=plan.resources_for("prepare_beir", "mem_mb"),
-        runtime=plan.resources_for("prepare_beir", "runtime"),
+        mem_mb=plan.resources_for("prepare_beir_dataset", "mem_mb"),
+        runtime=plan.resources_for("prepare_beir_dataset", "runtime"),
     conda:
         "../envs/cpu.yaml"
     shell:

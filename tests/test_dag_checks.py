@@ -455,3 +455,55 @@ def test_a_brace_in_a_results_or_downloads_path_is_refused_naming_the_key(tmp_pa
         bad.setdefault("downloads", {})[key] = "cache/{x}/lock.json"
         with pytest.raises(InputError, match=rf"^config: downloads\.{key}: 'cache/{{x}}/lock.json' holds a brace"):
             Plan(bad)
+
+
+def test_a_resources_entry_that_names_no_rule_stops_the_dry_run(tmp_path):
+    """resources.<rule> names a rule: a misspelled one (embed_shards) would be taken by no job,
+    and a BM25 rule's threads are bm25.threads; both stop snakemake -n naming the key."""
+    for text, message in (("resources: {embed_shards: {threads: 8}}\n",
+                           "config: resources.embed_shards: is not the name of a rule (or default), so no job would "
+                           "take these resources; did you mean 'embed_shard'?"),
+                          ("resources: {search_bm25: {threads: 4}}\n",
+                           "config: resources.search_bm25.threads: is not read: the BM25 rules run Anserini with "
+                           "bm25.threads; set that")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "config.yaml"), str(bad),
+                      timeout=300)
+        assert r.returncode != 0 and message in r.stdout + r.stderr, (r.stdout + r.stderr)[-2000:]
+    assert not (tmp_path / "results").exists()
+
+
+def test_every_rule_reads_the_resources_of_its_own_name():
+    """A rule's resources and threads are resources.<its name>'s (prepare_squad_dataset read
+    prepare_squad's, so its own entry was taken by no job)."""
+    from test_rule_shape import REPO as _repo
+
+    wrong = []
+    for path in sorted((_repo / "rules").glob("*.smk")):
+        rule = None
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if m := re.match(r"(?:rule (\w+)|use rule \w+ as (\w+) with):", line):
+                rule = m.group(1) or m.group(2)
+            for named in re.findall(r"(?:resources_for|threads_for)\(\"(\w+)\"", line):
+                if named != rule:
+                    wrong.append(f"{path.name}: rule {rule} reads resources.{named}")
+    assert wrong == []
+
+
+def test_attribution_metrics_must_be_scored():
+    """attribution.metrics (default the papers' top20, top100) must be among evaluate.ks, which
+    every run is scored at: else the reports failed after every search had run."""
+    from dcsr.pipeline.config import check_attribution
+
+    cfg = load("generated.yaml")
+    del cfg["attribution"]["metrics"]  # the papers'
+    check_attribution(cfg)
+    cfg["evaluate"] = {"ks": [1, 5, 20]}
+    with pytest.raises(InputError, match=r"^config: attribution.metrics: top100 is not among evaluate.ks \(1, 5, 20\)"):
+        check_attribution(cfg)
+    cfg["attribution"]["metrics"] = ["top1", "top20"]
+    check_attribution(cfg)
+    cfg["attribution"]["metrics"] = ["top20", "top5", "top100"]
+    with pytest.raises(InputError, match=r"^config: attribution.metrics.2: top100 is not among"):
+        check_attribution(cfg)

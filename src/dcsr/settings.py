@@ -107,8 +107,10 @@ TRAIN: dict[str, Setting] = {
                                            "process count (0: none); DPR's code clips each process's share after "
                                            "DDP's averaging, 1 / processes of it: its 2.0 on 8 GPUs is 16 here",
                         low=0),
-    "hard_negatives": _s(int, 1, "hard negatives per question (from hard_negative_ctxs)", low=0),
-    "other_negatives": _s(int, 0, "other negatives per question (from negative_ctxs)", low=0),
+    "hard_negatives": _s(int, 1, "hard negatives per question (from hard_negative_ctxs); DPR's: a DCSR model "
+                                 "trains with the negatives of dcsr.sampling", low=0),
+    "other_negatives": _s(int, 0, "other negatives per question (from negative_ctxs); DPR's: a DCSR model trains "
+                                  "with the negatives of dcsr.sampling", low=0),
     "shuffle_positives": _s(bool, False, "pick a random positive instead of the first"),
     "question_max_length": _s(int, 256, "question tokens (DPR: 256)", low=1),
     "passage_max_length": _s(int, 256, "passage tokens, title + text (DPR: 256)", low=1),
@@ -225,10 +227,12 @@ SECTIONS: dict[str, dict[str, Setting]] = {
     "dcsr": {
         **DCSR_TRAIN,
         "temperature": _s((float, int, str), 1.0, "softmax temperature of HasAns score normalization (official: 1); "
-                                                  "dev: chosen per run on the dev questions of the test set's dataset",
+                                                  "dev: chosen per run on the dev questions of the test set's dataset "
+                                                  "(a test set of dev questions, questions: dev, keeps 1: a "
+                                                  "temperature chosen on it would be tuned on what it reports)",
                           choices=("dev",), low=0, low_open=True),
-        "sentences_per_passage": _s((float, int, _NONE), None, "k of the top 100 x k sentences "
-                                                               "(null: the corpus mean)", low=0, low_open=True),
+        "sentences_per_passage": _s((float, int, _NONE), None, "k of the top search.k x k sentences "
+                                                               "searched per shard (null: the corpus mean)", low=0, low_open=True),
         "splitter": _s(str, DEFAULT_SPLITTER, "how passages are cut into sentences: blingfire (chosen on real text, "
                                          "benchmarks/sentence-splitting) or dcsr (DCSR's code, process_ctx.py: "
                                          "which made the paper's corpus; fewer, longer sentences), or pysbd, syntok, "
@@ -250,7 +254,8 @@ SECTIONS: dict[str, dict[str, Setting]] = {
         "negatives": _s(int, 30, "hard negatives kept per question", low=1),
     },
     "embed": {
-        "shards": _s(int, 1, "shards of a corpus whose size the config does not know", low=1),
+        "shards": _s(int, 1, "embedding shard jobs per corpus (unless passages_per_shard is set and the "
+                                   "corpus size is known)", low=1),
         "passages_per_shard": _s((int, _NONE), None, "at most this many passages per shard job where the "
                                                      "corpus size is known (null: use shards)", low=1),
         "batch_size": _s(int, 64, "passages per encoder batch", low=1),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dcsr.models.checkpoints import check_encoder
 from dcsr.errors import InputError
-from dcsr.settings import SECTIONS, SEED_MAX
+from dcsr.settings import SECTIONS, SEED_MAX, closest
 
 #: The most training runs of one model (``models.<name>.seeds``): each is a whole training run, and
 #: the claims ledger's seed-level bootstrap needs a handful (the papers' claims rest on 3).
@@ -418,9 +418,34 @@ def check_negatives_from(models: dict, name: str) -> None:
                                 f"{name!r} mines (a cycle)")
 
 
+#: The rules whose threads are bm25.threads, not resources.<rule>.threads (rules/bm25.smk)
+BM25_RULES = ("index_bm25", "mine_bm25_negatives", "search_bm25")
+#: attribution.metrics unset: the papers' (config/schema.yaml)
+ATTRIBUTION_METRICS = ("top20", "top100")
+
+
+def check_resource_names(cfg: dict, rules) -> None:
+    """Each ``resources:`` entry names one of ``rules`` (or ``default``): a misspelled rule's
+    resources would be taken by no job."""
+    for name, entry in (cfg.get("resources") or {}).items():
+        if name != "default" and name not in rules:
+            raise InputError(_key("resources", name), "is not the name of a rule (or default), so no job would take "
+                                                      f"these resources{closest(name, rules)}")
+        if name in BM25_RULES and "threads" in (entry or {}):
+            raise InputError(_key("resources", name, "threads"), "is not read: the BM25 rules run Anserini with "
+                                                                 "bm25.threads; set that")
+
+
 def check_attribution(cfg: dict) -> None:
     """The ``attribution`` section: families of in-domain bi-encoders, test sets, sweep, comparison."""
     a, datasets, models = cfg["attribution"], cfg["datasets"], cfg["models"]
+    ks = cfg.get("evaluate", {}).get("ks", SECTIONS["evaluate"]["ks"].default)
+    for i, metric in enumerate(a.get("metrics", ATTRIBUTION_METRICS)):
+        if int(metric[3:]) not in ks:
+            where = _key("attribution", "metrics", i) if "metrics" in a else _key("attribution", "metrics")
+            raise InputError(where, f"{metric} is not among evaluate.ks ({', '.join(map(str, ks))}): every run is "
+                                    "scored at evaluate.ks only, so the attribution tables would find no "
+                                    f"{metric}; add {metric[3:]} to evaluate.ks or set attribution.metrics")
     for i, t in enumerate(a["test_sets"]):
         if t not in datasets:
             raise InputError(_key("attribution", "test_sets", i), f"names dataset {t!r}, which is not under 'datasets'")

@@ -10,7 +10,7 @@ import functools
 from dcsr.attribution.analysis import sweep_model_name
 from dcsr.errors import InputError
 from dcsr.evaluation.tables import table_cells
-from dcsr.pipeline.config import DEV_VARIANT, claim_pair, json_arg, model_init, model_seeds
+from dcsr.pipeline.config import ATTRIBUTION_METRICS, DEV_VARIANT, claim_pair, json_arg, model_init, model_seeds
 from dcsr.pipeline.config_view import ConfigView
 
 
@@ -270,7 +270,7 @@ class Targets(ConfigView):
         a = self.attribution()
         spec = {
             "test_sets": a["test_sets"],
-            "metrics": a.get("metrics", ["top20", "top100"]),
+            "metrics": a.get("metrics", list(ATTRIBUTION_METRICS)),
             "families": a["families"],
             "paper_names": {d: ds.get("paper_name") for d, ds in self.config["datasets"].items()},
             "bm25": a.get("bm25", True),
