@@ -237,3 +237,31 @@ def test_the_embedding_jobs_do_not_reach_the_pin_checker():
     embedded = reached("embed_shard.py")
     assert "src/dcsr/models/precision.py" in embedded and "src/dcsr/evaluation/pins.py" not in embedded
     assert {"src/dcsr/evaluation/pins.py", "src/dcsr/models/precision.py"} <= reached("check_pins.py")
+
+
+def test_a_settings_help_is_not_in_the_digest_but_its_default_is(tmp_path):
+    """A setting's help (``_s(types, default, help)`` in dcsr/settings.py) computes nothing: a
+    clarified one changes no version (it reran every job that imports the settings), while its
+    default, type or range does; elsewhere a third argument of a call named _s is code as any."""
+    settings = (REPO / "src" / "dcsr" / "settings.py").read_text(encoding="utf-8")
+    target = '"batch_size": _s(int, '
+    assert settings.count(target) >= 1
+    written = []
+
+    def digest(text, name="settings.py"):  # a file of its own each time: the digest is cached by mtime and size
+        path = tmp_path / str(len(written)) / "dcsr" / name
+        path.parent.mkdir(parents=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+        return cv.source_digest(path)
+
+    base = digest(settings)
+    head, _, tail = settings.partition(target)
+    default, rest = tail.split(",", 1)
+    helped = head + target + default + ", " + '"clarified: " ' + rest.lstrip()  # implicit concatenation
+    assert helped != settings and digest(helped) == base
+    assert digest(settings.replace("help=", "help =")) == base
+    other = head + target + str(int(default) + 1) + "," + rest
+    assert digest(other) != base
+    # not the settings file: every string is code
+    assert digest(helped, "other.py") != digest(settings, "other.py")

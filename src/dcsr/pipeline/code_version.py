@@ -176,28 +176,46 @@ def _field(node: ast.AST, name: str):
     return value
 
 
-def _dump(node) -> str:
-    """``ast.dump(node, include_attributes=False)`` without docstrings, and with empty and None
-    fields left out (as Python 3.13's ``show_empty=False``) on every Python, so that a field a
-    newer Python adds to the tree (3.12's ``type_params=[]``) changes no version."""
+#: The settings' help: ``_s(types, default, help, ...)`` in ``dcsr/settings.py`` (its third
+#: argument, or ``help=``), the one line that config/README.md and the errors print of a setting.
+#: It computes nothing, so it is left out of that file's digest, like a docstring: a clarified
+#: help reruns no job (it reran every job that imports the settings).
+SETTINGS_FILE, HELP_CALL = ("dcsr", "settings.py"), "_s"
+
+
+def _without_help(node: ast.Call) -> ast.Call:
+    """A copy of a settings call ``_s(...)`` whose help is the empty string."""
+    args = [*node.args[:2], ast.Constant(""), *node.args[3:]] if len(node.args) >= 3 else node.args
+    return ast.Call(func=node.func, args=args, keywords=[k for k in node.keywords if k.arg != "help"])
+
+
+def _dump(node, skip_help: bool = False) -> str:
+    """``ast.dump(node, include_attributes=False)`` without docstrings (and, with ``skip_help``,
+    without the settings' help: :data:`HELP_CALL`), and with empty and None fields left out (as
+    Python 3.13's ``show_empty=False``) on every Python, so that a field a newer Python adds to
+    the tree (3.12's ``type_params=[]``) changes no version."""
     if isinstance(node, ast.AST):
+        if skip_help and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == HELP_CALL:
+            node = _without_help(node)
         fields = ((name, _field(node, name)) for name in node._fields)
         return f"{type(node).__name__}(" + ", ".join(
-            f"{name}={_dump(value)}" for name, value in fields if value is not None and value != []) + ")"
+            f"{name}={_dump(value, skip_help)}" for name, value in fields if value is not None and value != []) + ")"
     if isinstance(node, list):
-        return "[" + ", ".join(map(_dump, node)) + "]"
+        return "[" + ", ".join(_dump(item, skip_help) for item in node) + "]"
     return repr(node)
 
 
 def source_digest(path: Path) -> bytes:
     """SHA-256 of the meaning of the Python file ``path``: its syntax tree without docstrings
-    or comments (line numbers, layout and quoting left out too); once per unchanged file."""
+    or comments (line numbers, layout and quoting left out too; in ``dcsr/settings.py`` without
+    the settings' help, :data:`HELP_CALL`); once per unchanged file."""
     return _source_digest(Path(path), _stamp(Path(path)))
 
 
 @functools.lru_cache(maxsize=None)
 def _source_digest(path: Path, stamp: tuple[int, int]) -> bytes:
-    return hashlib.sha256(_dump(_tree(path, stamp)).encode()).digest()
+    skip_help = (path.parent.name, path.name) == SETTINGS_FILE
+    return hashlib.sha256(_dump(_tree(path, stamp), skip_help).encode()).digest()
 
 
 @functools.lru_cache(maxsize=None)
