@@ -477,10 +477,8 @@ def test_a_resources_entry_that_names_no_rule_stops_the_dry_run(tmp_path):
 def test_every_rule_reads_the_resources_of_its_own_name():
     """A rule's resources and threads are resources.<its name>'s (prepare_squad_dataset read
     prepare_squad's, so its own entry was taken by no job)."""
-    from test_rule_shape import REPO as _repo
-
     wrong = []
-    for path in sorted((_repo / "rules").glob("*.smk")):
+    for path in sorted((REPO / "rules").glob("*.smk")):
         rule = None
         for line in path.read_text(encoding="utf-8").splitlines():
             if m := re.match(r"(?:rule (\w+)|use rule \w+ as (\w+) with):", line):

@@ -251,8 +251,7 @@ def check_config(cfg: dict) -> None:
                              "claim compares top-k answer recall, which needs answers; compare it in a table "
                              "(nDCG@10 (qrels) and so on)")
         for key in ("metric", "scaled_metric"):
-            if key in claim and claim[key] != "auto" and int(claim[key][3:]) not in cfg.get("evaluate", {}).get(
-                    "ks", SECTIONS["evaluate"]["ks"].default):
+            if key in claim and claim[key] != "auto" and int(claim[key][3:]) not in scored_ks(cfg):
                 raise InputError(_key("claims", i, key), f"{claim[key]} is not among evaluate.ks")
         for side in ("baseline", "method"):
             for model in claim_pair(claim[side]):
@@ -424,6 +423,11 @@ BM25_RULES = ("index_bm25", "mine_bm25_negatives", "search_bm25")
 ATTRIBUTION_METRICS = ("top20", "top100")
 
 
+def scored_ks(cfg: dict) -> list[int]:
+    """The k of every top-k a run is scored at (``evaluate.ks``, or its default)."""
+    return cfg.get("evaluate", {}).get("ks", SECTIONS["evaluate"]["ks"].default)
+
+
 def check_resource_names(cfg: dict, rules) -> None:
     """Each ``resources:`` entry names one of ``rules`` (or ``default``): a misspelled rule's
     resources would be taken by no job."""
@@ -439,7 +443,7 @@ def check_resource_names(cfg: dict, rules) -> None:
 def check_attribution(cfg: dict) -> None:
     """The ``attribution`` section: families of in-domain bi-encoders, test sets, sweep, comparison."""
     a, datasets, models = cfg["attribution"], cfg["datasets"], cfg["models"]
-    ks = cfg.get("evaluate", {}).get("ks", SECTIONS["evaluate"]["ks"].default)
+    ks = scored_ks(cfg)
     for i, metric in enumerate(a.get("metrics", ATTRIBUTION_METRICS)):
         if int(metric[3:]) not in ks:
             where = _key("attribution", "metrics", i) if "metrics" in a else _key("attribution", "metrics")

@@ -221,7 +221,7 @@ def write_query_encoder(model_dir: str | os.PathLike, out_dir: Path, name: str) 
         if fmt == DPR_FORMAT and lowercases(tokenizer):
             write_dpr_encoder(model.question_model, tokenizer, out_dir, "question", f"model {name}", qlen)
             cls, kwargs = "DprQueryEncoder", {}
-        else:  # DprQueryEncoder's tokenizer would lowercase a cased model's questions: AutoQueryEncoder, CLS
+        else:  # sentence-transformers' format, or a cased CLS model: DprQueryEncoder's tokenizer would lowercase it
             write_sentence_transformer(model.question_model, tokenizer, out_dir, model.pooling, model.normalize, qlen)
             cls, kwargs = "AutoQueryEncoder", {"pooling": model.pooling, "l2_norm": bool(model.normalize)}
     except InputError as e:
