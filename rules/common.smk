@@ -16,7 +16,8 @@ from dcsr.evaluation.trec_eval import judged_depth  # noqa: E402
 from dcsr.fsutil import RESULTS_ENV, ResultsLocked, check_no_link_out, lock_results  # noqa: E402
 from dcsr.pipeline.config import dev_datasets, json_arg, train_datasets  # noqa: E402
 from dcsr.fixtures.synth import DOMAINS  # noqa: E402
-from dcsr.pipeline.checks import check_generated_domains, check_integers, check_names, check_results_folder  # noqa: E402
+from dcsr.pipeline.checks import (check_generated_domains, check_integers, check_names, check_results_folder,  # noqa: E402
+                                  check_table_rows)
 from dcsr.pipeline.gpus import gpus_here_for_jobs as _gpus_here  # noqa: E402
 from dcsr.pipeline.job_shell import job_shell_prefix, running_python  # noqa: E402
 from dcsr.pipeline.plan import Plan  # noqa: E402
@@ -24,6 +25,7 @@ from dcsr.pipeline.plan import Plan  # noqa: E402
 
 try:
     check_names(config)  # one line for a bad name, before the schema's longer message
+    check_table_rows(config)  # before the schema gives every row a fusion
 except InputError as e:
     raise WorkflowError(str(e))
 validate(config, schema="../config/schema.yaml")

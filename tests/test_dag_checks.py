@@ -505,3 +505,41 @@ def test_attribution_metrics_must_be_scored():
     cfg["attribution"]["metrics"] = ["top20", "top5", "top100"]
     with pytest.raises(InputError, match=r"^config: attribution.metrics.2: top100 is not among"):
         check_attribution(cfg)
+
+
+def test_a_row_key_its_kind_would_ignore_is_refused_before_the_schema_fills_it():
+    """fusion belongs to a hybrid row and question/passage to a dense one: on a BM25 or a plain
+    dense row they were dropped without a word (a row meant as RRF ran as the dense pair). The
+    check reads the config as written: the schema then gives every row fusion: linear."""
+    from dcsr.pipeline.checks import check_table_rows
+
+    written = {p.name: yaml.safe_load(p.read_text()) for p in sorted((REPO / "config").glob("*.yaml"))}
+    for name, cfg in written.items():
+        check_table_rows(cfg)  # every shipped config passes, hybrid rows with fusion included
+    assert any(row.get("fusion") for cfg in written.values() for t in (cfg.get("tables") or {}).values()
+               for row in t["rows"])
+    filled = load("config.yaml")
+    assert filled["tables"]["hybrid"]["rows"][0] == {"label": "BM25", "retriever": "bm25", "fusion": "linear"}
+    for row, key, message in (
+            ({"label": "x", "question": "dpr-a", "passage": "dpr-a", "fusion": "rrf"}, "rows.1.fusion",
+             "only a hybrid row fuses, and this is a dense row (no retriever: hybrid): its fusion 'rrf' would be ignored"),
+            ({"label": "x", "retriever": "bm25", "fusion": "linear"}, "rows.1.fusion", "this is a BM25 row"),
+            ({"label": "x", "retriever": "bm25", "passage": "dpr-a"}, "rows.1.passage",
+             "a BM25 row ranks with BM25 alone, so its passage would be ignored")):
+        bad = copy.deepcopy(written["config.yaml"])
+        bad["tables"]["hybrid"]["rows"][1] = row
+        with pytest.raises(InputError) as e:
+            check_table_rows(bad)
+        assert str(e.value).startswith(f"config: tables.hybrid.{key}: ") and message in str(e.value), str(e.value)
+    ok = copy.deepcopy(written["config.yaml"])
+    ok["tables"]["hybrid"]["rows"][1] = {"label": "x", "retriever": "hybrid", "question": "dpr-a", "passage": "dpr-a"}
+    check_table_rows(ok)
+
+
+def test_the_dry_run_stops_on_fusion_in_a_dense_row(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables:\n  hybrid:\n    test_sets: [squad-a]\n    rows:\n"
+                   "      - {label: DPR (RRF), question: dpr-a, passage: dpr-a, fusion: rrf}\n")
+    r = snakemake(REPO, tmp_path, "-n", "--configfile", str(REPO / "config" / "config.yaml"), str(bad), timeout=300)
+    assert r.returncode != 0 and "config: tables.hybrid.rows.0.fusion: only a hybrid row fuses" in r.stdout + r.stderr
+    assert not (tmp_path / "results").exists()

@@ -2,7 +2,8 @@
 that would otherwise fail a job minutes or hours later: an integer written as a float, a local
 SQuAD source that is not there (with the closest file's name), a BEIR folder without the files
 its corpus and test sets read, a model trained on a BEIR test set, an index factory FAISS does
-not parse, and claims whose sides were trained with different numbers of seeds. Each is an
+not parse, claims whose sides were trained with different numbers of seeds, and a table row's
+key that its kind would ignore. Each is an
 :class:`~dcsr.errors.InputError` naming the config key."""
 
 from __future__ import annotations
@@ -428,6 +429,29 @@ def check_names(config: Mapping) -> None:
     for name in ((config.get("attribution") or {}).get("families") or {}):
         if not isinstance(name, str) or not NAME.fullmatch(name):
             bad(("attribution", "families"), name)
+
+
+def check_table_rows(config: Mapping) -> None:
+    """A table row's keys that its kind would ignore, refused before the schema fills its defaults
+    (it gives every row ``fusion: linear``): ``fusion`` on a row that is not ``retriever: hybrid``,
+    and ``question`` or ``passage`` on a BM25 row. Either was dropped without a word, so a row
+    meant as a fusion ran as the plain dense pair or as BM25 under its label."""
+    for tname, table in (config.get("tables") or {}).items():
+        rows = table.get("rows") if isinstance(table, Mapping) else None
+        for i, row in enumerate(rows if isinstance(rows, list) else []):
+            if not isinstance(row, Mapping):
+                continue
+            kind = row.get("retriever")
+            if "fusion" in row and kind != "hybrid":
+                what = "a BM25 row" if kind == "bm25" else "a dense row (no retriever: hybrid)"
+                raise InputError(_key("tables", tname, "rows", i, "fusion"),
+                                 f"only a hybrid row fuses, and this is {what}: its fusion {row['fusion']!r} would be "
+                                 "ignored; write 'retriever: hybrid' to fuse BM25 with its pair, or remove fusion")
+            for side in ("question", "passage"):
+                if kind == "bm25" and side in row:
+                    raise InputError(_key("tables", tname, "rows", i, side),
+                                     f"a BM25 row ranks with BM25 alone, so its {side} would be ignored; write "
+                                     "'retriever: hybrid' to fuse BM25 with the pair, or remove question and passage")
 
 
 def check_generated_domains(config: Mapping, domains) -> None:
